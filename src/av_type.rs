@@ -22,12 +22,12 @@ pub trait AvType: sealed::Sealed + Send + Sync + 'static {
 
 /// `FI_AV_MAP`: addresses are opaque handles (slot and generation), so an address
 /// that was removed is never mistaken for a later peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Map {}
 
 /// `FI_AV_TABLE`: addresses are consecutive indices `0, 1, 2, ...` in insertion order,
 /// which applications may compute (and combine with `fi_rx_addr`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Table {}
 
 impl sealed::Sealed for Map {}
