@@ -1,0 +1,179 @@
+//! Counters (`fi_cntr`): read, readerr, add, set, adderr, seterr, wait with threshold,
+//! and the triggered operations deferred until a counter reaches a threshold.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::attr::{CntrAttr, WaitObj};
+use crate::config::{Config, LockOf, Progress};
+use crate::domain::DomainInner;
+use crate::endpoint::Deferred;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::waitobj::Waiter;
+
+pub(crate) struct CntrInner<S: Config> {
+    pub(crate) domain: Arc<DomainInner<S>>,
+    value: AtomicU64,
+    err: AtomicU64,
+    waiter: Option<Arc<Waiter>>,
+    pub(crate) triggers: LockOf<S, Vec<Deferred<S>>>,
+}
+
+impl<S: Config> CntrInner<S> {
+    /// One successful completion.
+    #[inline]
+    pub(crate) fn inc(&self) {
+        self.value.fetch_add(1, Ordering::AcqRel);
+        self.changed();
+    }
+
+    /// One failed completion.
+    pub(crate) fn inc_err(&self) {
+        self.err.fetch_add(1, Ordering::AcqRel);
+        self.changed();
+    }
+
+    #[inline]
+    fn changed(&self) {
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+        self.domain.doorbell.signal();
+    }
+
+    pub(crate) fn value(&self) -> u64 {
+        self.value.load(Ordering::Acquire)
+    }
+
+    /// Removes and returns the triggered operations whose threshold has been reached,
+    /// oldest first.
+    pub(crate) fn take_due(&self) -> Vec<Deferred<S>> {
+        let v = self.value();
+        self.triggers.with(|t| {
+            if t.iter().all(|d| d.threshold > v) {
+                return Vec::new();
+            }
+            let (due, keep): (Vec<_>, Vec<_>) = t.drain(..).partition(|d| d.threshold <= v);
+            *t = keep;
+            due
+        })
+    }
+}
+
+/// A completion counter.
+pub struct Counter<S: Config> {
+    pub(crate) inner: Arc<CntrInner<S>>,
+}
+
+impl<S: Config> Clone for Counter<S> {
+    fn clone(&self) -> Self {
+        Counter { inner: self.inner.clone() }
+    }
+}
+
+impl<S: Config> Counter<S> {
+    pub(crate) fn open(domain: &Arc<DomainInner<S>>, attr: &CntrAttr, wait_set: Option<Arc<Waiter>>) -> Result<Counter<S>> {
+        let waiter = match attr.wait_obj {
+            WaitObj::None => None,
+            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
+            k => Some(Arc::new(Waiter::new(k)?)),
+        };
+        Ok(Counter {
+            inner: Arc::new(CntrInner {
+                domain: domain.clone(),
+                value: AtomicU64::new(0),
+                err: AtomicU64::new(0),
+                waiter,
+                triggers: LockOf::<S, _>::new(Vec::new()),
+            }),
+        })
+    }
+
+    #[inline]
+    fn progress(&self) {
+        if !<S::Progress as Progress>::AUTO {
+            self.inner.domain.progress();
+        }
+    }
+
+    /// `fi_cntr_read`: completed operations (progresses the domain under manual progress).
+    #[inline]
+    pub fn read(&self) -> u64 {
+        self.progress();
+        self.inner.value()
+    }
+
+    /// `fi_cntr_readerr`: failed operations.
+    pub fn read_err(&self) -> u64 {
+        self.progress();
+        self.inner.err.load(Ordering::Acquire)
+    }
+
+    /// `fi_cntr_add`.
+    pub fn add(&self, v: u64) {
+        self.inner.value.fetch_add(v, Ordering::AcqRel);
+        self.inner.changed();
+        self.inner.domain.run_triggers();
+    }
+
+    /// `fi_cntr_set`.
+    pub fn set(&self, v: u64) {
+        self.inner.value.store(v, Ordering::Release);
+        self.inner.changed();
+        self.inner.domain.run_triggers();
+    }
+
+    /// `fi_cntr_adderr`.
+    pub fn add_err(&self, v: u64) {
+        self.inner.err.fetch_add(v, Ordering::AcqRel);
+        self.inner.changed();
+    }
+
+    /// `fi_cntr_seterr`.
+    pub fn set_err(&self, v: u64) {
+        self.inner.err.store(v, Ordering::Release);
+        self.inner.changed();
+    }
+
+    /// `fi_cntr_wait`: blocks until the counter reaches `threshold`. `Err(Again)` on
+    /// timeout; `Err(Avail)` when the error count changes while waiting.
+    pub fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()> {
+        if self.inner.waiter.is_none() {
+            return Err(Error::NoSys);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let err0 = self.inner.err.load(Ordering::Acquire);
+        let dom = &self.inner.domain;
+        loop {
+            let token = dom.doorbell.prepare();
+            if self.read() >= threshold {
+                return Ok(());
+            }
+            if self.inner.err.load(Ordering::Acquire) != err0 {
+                return Err(Error::Avail);
+            }
+            let left = match deadline {
+                None => Duration::from_millis(5),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Again);
+                    }
+                    (d - now).min(Duration::from_millis(5))
+                }
+            };
+            let _ = dom.doorbell.wait(token, Some(left));
+        }
+    }
+
+    /// The `FI_WAIT_FD` descriptor, if any.
+    pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.waiter.as_ref().and_then(|w| w.fd())
+    }
+
+    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
+        self.inner.waiter.as_ref()
+    }
+}

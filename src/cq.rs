@@ -1,0 +1,263 @@
+//! Completion queues (`fi_cq`): read, readfrom, readerr, sread, signal, wait objects.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::attr::{CqAttr, CqWaitCond, ResourceMgmt, WaitObj};
+use crate::config::{Config, LockOf, Progress};
+use crate::cq_format::{Completion, CqFormat};
+use crate::domain::DomainInner;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::ring::{CqErrEntry, CqRing};
+use crate::types::FiAddr;
+use crate::waitobj::Waiter;
+
+/// Default number of CQ entries when the attribute leaves it 0.
+pub const DEFAULT_CQ_SIZE: usize = 1024;
+
+type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
+
+pub(crate) struct CqState<S: Config> {
+    ring: CqRing<Entry<S>>,
+    overflow: VecDeque<(Entry<S>, FiAddr)>,
+    overrun: bool,
+}
+
+pub(crate) struct CqInner<S: Config> {
+    pub(crate) domain: Arc<DomainInner<S>>,
+    state: LockOf<S, CqState<S>>,
+    waiter: Option<Arc<Waiter>>,
+    rm_enabled: bool,
+    wait_cond: CqWaitCond,
+    signaled: AtomicBool,
+}
+
+impl<S: Config> CqInner<S> {
+    /// Records a successful completion.
+    #[inline]
+    pub(crate) fn complete(&self, c: &Completion, src: FiAddr) {
+        let e = <S::Cq as CqFormat>::make(c);
+        self.state.with(|st| {
+            if let Err(e) = st.ring.push(e, src) {
+                if self.rm_enabled {
+                    // Resource management promises no completion is lost: keep it aside
+                    // (rare path) and refuse new work until the application catches up.
+                    st.overflow.push_back((e, src));
+                } else {
+                    st.overrun = true;
+                }
+            }
+        });
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+    }
+
+    /// Records an error completion (never dropped).
+    pub(crate) fn complete_err(&self, e: CqErrEntry) {
+        self.state.with(|st| st.ring.push_err(e));
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+    }
+
+    /// Whether new operations may be posted against this CQ (resource management).
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        !self.rm_enabled || self.state.with(|st| st.overflow.is_empty() && !st.ring.is_full())
+    }
+
+    fn pending(&self) -> usize {
+        self.state.with(|st| st.ring.len() + st.overflow.len() + st.ring.err_len())
+    }
+
+    #[inline]
+    fn read_inner(&self, out: &mut [Entry<S>], src: Option<&mut [FiAddr]>) -> Result<usize> {
+        self.state.with(|st| {
+            if st.overrun {
+                return Err(Error::Overrun);
+            }
+            let r = match src {
+                None => st.ring.read(out),
+                Some(src) => st.ring.read_from(out, src),
+            };
+            while !st.overflow.is_empty() && !st.ring.is_full() {
+                if let Some((e, s)) = st.overflow.pop_front() {
+                    // Cannot fail: the ring has room.
+                    let _ = st.ring.push(e, s);
+                }
+            }
+            r
+        })
+    }
+}
+
+/// A completion queue of configuration `S`; entries have the type `S::Cq::Entry`.
+pub struct Cq<S: Config> {
+    pub(crate) inner: Arc<CqInner<S>>,
+}
+
+impl<S: Config> Cq<S> {
+    pub(crate) fn open(
+        domain: &Arc<DomainInner<S>>,
+        attr: &CqAttr,
+        wait_set: Option<Arc<Waiter>>,
+    ) -> Result<Cq<S>> {
+        let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
+        let waiter = match attr.wait_obj {
+            WaitObj::None => None,
+            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
+            k => Some(Arc::new(Waiter::new(k)?)),
+        };
+        let rm_enabled = domain.info.domain_attr.resource_mgmt != ResourceMgmt::Disabled;
+        Ok(Cq {
+            inner: Arc::new(CqInner {
+                domain: domain.clone(),
+                state: LockOf::<S, _>::new(CqState {
+                    ring: CqRing::new(size),
+                    overflow: VecDeque::new(),
+                    overrun: false,
+                }),
+                waiter,
+                rm_enabled,
+                wait_cond: attr.wait_cond,
+                signaled: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    #[inline]
+    fn progress(&self) {
+        if !<S::Progress as Progress>::AUTO {
+            self.inner.domain.progress();
+        }
+    }
+
+    /// `fi_cq_read`: up to `out.len()` completions. `Err(Again)` when none,
+    /// `Err(Avail)` when an error entry waits for [`Cq::read_err`].
+    #[inline]
+    pub fn read(&self, out: &mut [Entry<S>]) -> Result<usize> {
+        self.progress();
+        self.inner.read_inner(out, None)
+    }
+
+    /// `fi_cq_readfrom`: as [`Cq::read`], with each entry's source address
+    /// (`FiAddr::NOTAVAIL` unless the endpoint has `FI_SOURCE`).
+    #[inline]
+    pub fn read_from(&self, out: &mut [Entry<S>], src: &mut [FiAddr]) -> Result<usize> {
+        self.progress();
+        self.inner.read_inner(out, Some(src))
+    }
+
+    /// `fi_cq_readerr`: the oldest error entry, `Err(Again)` when none.
+    pub fn read_err(&self) -> Result<CqErrEntry> {
+        self.progress();
+        self.inner.state.with(|st| st.ring.read_err())
+    }
+
+    /// `fi_cq_sread`: blocks until at least one completion (or, with the threshold wait
+    /// condition, `threshold` of them) or the timeout (`Err(Again)`), then reads.
+    pub fn sread(&self, out: &mut [Entry<S>], threshold: usize, timeout: Option<Duration>) -> Result<usize> {
+        self.wait_until(threshold, timeout)?;
+        self.read(out)
+    }
+
+    /// `fi_cq_sreadfrom`.
+    pub fn sread_from(
+        &self,
+        out: &mut [Entry<S>],
+        src: &mut [FiAddr],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        self.wait_until(threshold, timeout)?;
+        self.read_from(out, src)
+    }
+
+    fn wait_until(&self, threshold: usize, timeout: Option<Duration>) -> Result<()> {
+        if self.inner.waiter.is_none() {
+            return Err(Error::NoSys);
+        }
+        let want = if self.inner.wait_cond == CqWaitCond::Threshold { threshold.max(1) } else { 1 };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let dom = &self.inner.domain;
+        loop {
+            let token_cq = self.inner.waiter.as_ref().map(|w| w.prepare());
+            let token_dom = dom.doorbell.prepare();
+            self.progress();
+            if self.inner.pending() >= want || self.inner.state.with(|st| st.ring.has_err() || st.overrun) {
+                return Ok(());
+            }
+            if self.inner.signaled.swap(false, Ordering::AcqRel) {
+                return Err(Error::Again);
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Again);
+                    }
+                    Some(d - now)
+                }
+            };
+            // With manual progress arrivals ring the domain doorbell; with auto progress
+            // the progress thread writes entries and rings the CQ's own waiter.
+            let slice = left.map_or(Duration::from_millis(5), |l| l.min(Duration::from_millis(5)));
+            if <S::Progress as Progress>::AUTO {
+                if let (Some(w), Some(t)) = (&self.inner.waiter, token_cq) {
+                    let _ = w.wait(t, Some(slice));
+                }
+            } else {
+                let _ = dom.doorbell.wait(token_dom, Some(slice));
+            }
+        }
+    }
+
+    /// `fi_cq_signal`: wakes a thread blocked in [`Cq::sread`]; with nothing to read it
+    /// returns `Err(Again)`.
+    pub fn signal(&self) {
+        self.inner.signaled.store(true, Ordering::Release);
+        self.inner.domain.doorbell.signal();
+        if let Some(w) = &self.inner.waiter {
+            w.signal();
+        }
+    }
+
+    /// The file descriptor of an `FI_WAIT_FD` CQ (`fi_control(FI_GETWAIT)`), for epoll.
+    /// Call [`Cq::trywait`] before blocking on it.
+    pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.waiter.as_ref().and_then(|w| w.fd())
+    }
+
+    /// `fi_trywait` for this CQ: `Ok(())` when it is safe to block on the wait object,
+    /// `Err(Again)` when completions are ready (read them first).
+    pub fn trywait(&self) -> Result<()> {
+        self.progress();
+        if self.inner.pending() > 0 {
+            return Err(Error::Again);
+        }
+        if let Some(w) = &self.inner.waiter {
+            w.clear();
+        }
+        Ok(())
+    }
+
+    /// `fi_cq_strerror`: the text for an error entry's provider error number.
+    pub fn strerror(&self, e: &CqErrEntry) -> &'static str {
+        e.strerror()
+    }
+
+    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
+        self.inner.waiter.as_ref()
+    }
+}
+
+impl<S: Config> Clone for Cq<S> {
+    fn clone(&self) -> Self {
+        Cq { inner: self.inner.clone() }
+    }
+}

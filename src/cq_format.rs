@@ -1,0 +1,156 @@
+//! The CQ-format parameter `C` and the completion entries, laid out exactly like
+//! libfabric's `fi_cq_*_entry` structs.
+//!
+//! A provider describes a completion once as a [`Completion`]; the format's
+//! [`CqFormat::make`] picks the fields its entry has, so with inlining the others are
+//! never computed or stored.
+
+use static_assertions::const_assert_eq;
+
+use crate::attr::CqFormatKind;
+use crate::flags::CqFlags;
+use crate::types::Context;
+
+/// Everything a completion can report; formats copy the subset they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Completion {
+    /// The operation's context.
+    pub context: Context,
+    /// Completion flags.
+    pub flags: CqFlags,
+    /// Bytes transferred (received length for receives).
+    pub len: usize,
+    /// Start of the received data (receives; multi-receive gives the position in the buffer).
+    pub buf: usize,
+    /// Remote CQ data (valid with `FI_REMOTE_CQ_DATA`).
+    pub data: u64,
+    /// The message's tag (tagged receives).
+    pub tag: u64,
+}
+
+/// A CQ entry format. Open: users may define their own entry type.
+pub trait CqFormat: 'static {
+    /// The run-time view (`FI_CQ_FORMAT_*`), `Unspec` for user formats.
+    const KIND: CqFormatKind;
+    /// The entry stored in and read from the CQ.
+    type Entry: Copy + Default + Send + 'static;
+    /// Builds an entry from a completion, copying only the fields the format has.
+    fn make(c: &Completion) -> Self::Entry;
+}
+
+/// `struct fi_cq_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CqEntry {
+    /// `op_context`.
+    pub op_context: Context,
+}
+
+/// `struct fi_cq_msg_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CqMsgEntry {
+    /// `op_context`.
+    pub op_context: Context,
+    /// `flags`.
+    pub flags: CqFlags,
+    /// `len`.
+    pub len: usize,
+}
+
+/// `struct fi_cq_data_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CqDataEntry {
+    /// `op_context`.
+    pub op_context: Context,
+    /// `flags`.
+    pub flags: CqFlags,
+    /// `len`.
+    pub len: usize,
+    /// `buf`.
+    pub buf: usize,
+    /// `data`.
+    pub data: u64,
+}
+
+/// `struct fi_cq_tagged_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CqTaggedEntry {
+    /// `op_context`.
+    pub op_context: Context,
+    /// `flags`.
+    pub flags: CqFlags,
+    /// `len`.
+    pub len: usize,
+    /// `buf`.
+    pub buf: usize,
+    /// `data`.
+    pub data: u64,
+    /// `tag`.
+    pub tag: u64,
+}
+
+#[cfg(target_pointer_width = "64")]
+mod layout {
+    use super::*;
+    const_assert_eq!(core::mem::size_of::<CqEntry>(), 8);
+    const_assert_eq!(core::mem::size_of::<CqMsgEntry>(), 24);
+    const_assert_eq!(core::mem::size_of::<CqDataEntry>(), 40);
+    const_assert_eq!(core::mem::size_of::<CqTaggedEntry>(), 48);
+    const_assert_eq!(core::mem::offset_of!(CqTaggedEntry, flags), 8);
+    const_assert_eq!(core::mem::offset_of!(CqTaggedEntry, len), 16);
+    const_assert_eq!(core::mem::offset_of!(CqTaggedEntry, buf), 24);
+    const_assert_eq!(core::mem::offset_of!(CqTaggedEntry, data), 32);
+    const_assert_eq!(core::mem::offset_of!(CqTaggedEntry, tag), 40);
+}
+
+/// `FI_CQ_FORMAT_CONTEXT`.
+pub enum CqContext {}
+/// `FI_CQ_FORMAT_MSG`.
+pub enum CqMsg {}
+/// `FI_CQ_FORMAT_DATA`.
+pub enum CqData {}
+/// `FI_CQ_FORMAT_TAGGED`.
+pub enum CqTagged {}
+
+impl CqFormat for CqContext {
+    const KIND: CqFormatKind = CqFormatKind::Context;
+    type Entry = CqEntry;
+    #[inline(always)]
+    fn make(c: &Completion) -> CqEntry {
+        CqEntry { op_context: c.context }
+    }
+}
+impl CqFormat for CqMsg {
+    const KIND: CqFormatKind = CqFormatKind::Msg;
+    type Entry = CqMsgEntry;
+    #[inline(always)]
+    fn make(c: &Completion) -> CqMsgEntry {
+        CqMsgEntry { op_context: c.context, flags: c.flags, len: c.len }
+    }
+}
+impl CqFormat for CqData {
+    const KIND: CqFormatKind = CqFormatKind::Data;
+    type Entry = CqDataEntry;
+    #[inline(always)]
+    fn make(c: &Completion) -> CqDataEntry {
+        CqDataEntry { op_context: c.context, flags: c.flags, len: c.len, buf: c.buf, data: c.data }
+    }
+}
+impl CqFormat for CqTagged {
+    const KIND: CqFormatKind = CqFormatKind::Tagged;
+    type Entry = CqTaggedEntry;
+    #[inline(always)]
+    fn make(c: &Completion) -> CqTaggedEntry {
+        CqTaggedEntry {
+            op_context: c.context,
+            flags: c.flags,
+            len: c.len,
+            buf: c.buf,
+            data: c.data,
+            tag: c.tag,
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Event queues (`fi_eq`): read, sread, write, readerr, wait object.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::attr::{EqAttr, WaitObj, FI_WRITE};
+use crate::config::{Config, LockOf, Progress};
+use crate::domain::DomainInner;
+use crate::error::{Error, Result};
+use crate::eventq::{EqEntry, EqErrEntry, EqQueue};
+use crate::lock::Lock;
+use crate::waitobj::Waiter;
+
+/// Default number of EQ entries.
+pub const DEFAULT_EQ_SIZE: usize = 256;
+
+pub(crate) struct EqInner<S: Config> {
+    pub(crate) fabric_domain: Option<Arc<DomainInner<S>>>,
+    q: LockOf<S, EqQueue>,
+    waiter: Option<Arc<Waiter>>,
+    writable: bool,
+}
+
+impl<S: Config> EqInner<S> {
+    pub(crate) fn post(&self, e: EqEntry) -> Result<()> {
+        self.q.with(|q| q.push(e))?;
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn post_err(&self, e: EqErrEntry) {
+        self.q.with(|q| q.push_err(e));
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+    }
+
+    fn progress(&self) {
+        if !<S::Progress as Progress>::AUTO {
+            if let Some(d) = &self.fabric_domain {
+                d.progress();
+            }
+        }
+    }
+}
+
+/// An event queue.
+pub struct EventQueue<S: Config> {
+    pub(crate) inner: Arc<EqInner<S>>,
+}
+
+impl<S: Config> Clone for EventQueue<S> {
+    fn clone(&self) -> Self {
+        EventQueue { inner: self.inner.clone() }
+    }
+}
+
+impl<S: Config> EventQueue<S> {
+    pub(crate) fn open(attr: &EqAttr, domain: Option<Arc<DomainInner<S>>>, wait_set: Option<Arc<Waiter>>) -> Result<Self> {
+        let size = if attr.size == 0 { DEFAULT_EQ_SIZE } else { attr.size };
+        let waiter = match attr.wait_obj {
+            WaitObj::None => None,
+            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
+            k => Some(Arc::new(Waiter::new(k)?)),
+        };
+        Ok(EventQueue {
+            inner: Arc::new(EqInner {
+                fabric_domain: domain,
+                q: LockOf::<S, _>::new(EqQueue::new(size)),
+                waiter,
+                writable: attr.flags & FI_WRITE != 0,
+            }),
+        })
+    }
+
+    /// `fi_eq_read`: the next event; `peek` leaves it queued. `Err(Again)` when empty,
+    /// `Err(Avail)` when an error event waits for [`EventQueue::read_err`].
+    pub fn read(&self, peek: bool) -> Result<EqEntry> {
+        self.inner.progress();
+        self.inner.q.with(|q| q.read(peek))
+    }
+
+    /// `fi_eq_readerr`.
+    pub fn read_err(&self, peek: bool) -> Result<EqErrEntry> {
+        self.inner.q.with(|q| q.read_err(peek))
+    }
+
+    /// `fi_eq_sread`: blocks until an event or the timeout (`Err(Again)`).
+    pub fn sread(&self, peek: bool, timeout: Option<Duration>) -> Result<EqEntry> {
+        let w = self.inner.waiter.clone().ok_or(Error::NoSys)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let token = w.prepare();
+            match self.read(peek) {
+                Err(Error::Again) => {}
+                r => return r,
+            }
+            let left = match deadline {
+                None => Duration::from_millis(5),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Again);
+                    }
+                    (d - now).min(Duration::from_millis(5))
+                }
+            };
+            let _ = w.wait(token, Some(left));
+        }
+    }
+
+    /// `fi_eq_write`: the application inserts an event (the EQ must be opened with
+    /// `FI_WRITE` in its flags, else `Err(Inval)`).
+    pub fn write(&self, e: EqEntry) -> Result<()> {
+        if !self.inner.writable {
+            return Err(Error::Inval);
+        }
+        self.inner.post(e)
+    }
+
+    /// The `FI_WAIT_FD` descriptor, if any.
+    pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.waiter.as_ref().and_then(|w| w.fd())
+    }
+
+    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
+        self.inner.waiter.as_ref()
+    }
+}

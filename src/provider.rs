@@ -1,0 +1,63 @@
+//! What a provider supplies: a transport that moves [`Header`]-framed packets between
+//! endpoints, plus address handling and a description of its capabilities.
+//!
+//! Everything else (matching, RMA and atomics against the MR table, completions,
+//! counters, acknowledgements, triggered operations, cancel) lives in the core and is
+//! shared by every provider, so a provider is mostly its transport.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::info::Info;
+use crate::waitobj::Waiter;
+use crate::wire::Header;
+
+/// A fabric provider (loopback, shm, tcp, udp, ...). Open: providers live in their own crates.
+pub trait Provider: Sized + Send + Sync + 'static {
+    /// Provider name as in `FI_PROVIDER` and `fi_info -p`.
+    const NAME: &'static str;
+    /// Provider version (`FI_VERSION(major, minor)` layout).
+    const VERSION: u32;
+    /// Largest payload of `inject` calls.
+    const INJECT_SIZE: usize;
+    /// Largest message.
+    const MAX_MSG_SIZE: usize;
+
+    /// A peer resolved at AV-insert time, stored in the AV entry and used on every send.
+    type Peer: Send + Sync + 'static;
+    /// The per-endpoint transport.
+    type Transport: Transport<Peer = Self::Peer>;
+
+    /// What the provider can do, best first: candidates that `getinfo` filters by hints.
+    fn candidates() -> Vec<Info>;
+    /// Opens the transport of a new endpoint described by `info`.
+    fn open(info: &Info) -> Result<Self::Transport>;
+    /// Resolves a peer's raw address (`fi_av_insert`). Malformed or unknown addresses
+    /// fail with [`Error::AddrNotAvail`](crate::Error::AddrNotAvail) or `Inval`.
+    fn resolve(name: &[u8]) -> Result<Self::Peer>;
+    /// The raw address of `node`/`service` (`fi_av_insertsvc`).
+    fn name_from_svc(node: &str, service: &str) -> Result<Vec<u8>>;
+    /// A printable form of a raw address (`fi_av_straddr`).
+    fn straddr(name: &[u8]) -> String;
+}
+
+/// Moves packets between endpoints. Always thread-safe: peers in other threads (or
+/// processes) send into it while its owner polls.
+pub trait Transport: Send + Sync + 'static {
+    /// The resolved peer type of the provider.
+    type Peer;
+    /// This endpoint's raw address (`fi_getname`).
+    fn name(&self) -> &[u8];
+    /// Sends one packet made of `hdr` and the concatenation of `payload`.
+    /// `Err(Again)` when the peer cannot take it now (backpressure), `Err(HostUnreach)`
+    /// when the peer is gone.
+    fn send(&self, to: &Self::Peer, hdr: &Header, payload: &[&[u8]]) -> Result<()>;
+    /// Hands received packets to `f` oldest first as `(header, source address, payload)`.
+    /// When `f` returns `false` the packet was not consumed: it stays first and polling
+    /// stops. Returns the number of packets consumed.
+    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, f: F) -> usize;
+    /// Installs the waiter to signal when a packet arrives (for blocking waits).
+    fn set_waker(&self, waker: Arc<Waiter>);
+    /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
+    fn shutdown(&self);
+}

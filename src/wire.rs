@@ -1,0 +1,146 @@
+//! The core protocol every provider carries between endpoints.
+//!
+//! Providers are transports: they move a [`Header`] plus payload from one endpoint to
+//! another. Matching, RMA, atomics, acknowledgements and completions are implemented
+//! once in the core on top of these packets. The header is a zerocopy type so a
+//! provider that receives it from another process parses untrusted bytes without
+//! `unsafe`; [`Header::parse`] validates every field the core later relies on.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::error::{Error, Result};
+
+/// Operation carried by a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    /// Untagged message.
+    Msg = 1,
+    /// Tagged message.
+    Tagged = 2,
+    /// RMA write (payload = data).
+    Write = 3,
+    /// RMA read request (len = bytes wanted).
+    ReadReq = 4,
+    /// RMA read response (payload = data, status).
+    ReadResp = 5,
+    /// Atomic request (payload = operands then compare values).
+    Atomic = 6,
+    /// Atomic response (payload = fetched values, status).
+    AtomicResp = 7,
+    /// Acknowledgement of a write, a base atomic or a delivery-complete message (status).
+    Ack = 8,
+}
+
+impl Op {
+    /// From the wire value.
+    pub const fn from_raw(v: u8) -> Option<Op> {
+        Some(match v {
+            1 => Op::Msg,
+            2 => Op::Tagged,
+            3 => Op::Write,
+            4 => Op::ReadReq,
+            5 => Op::ReadResp,
+            6 => Op::Atomic,
+            7 => Op::AtomicResp,
+            8 => Op::Ack,
+            _ => return None,
+        })
+    }
+}
+
+/// Header flag: `data` holds remote CQ data.
+pub const HDR_REMOTE_CQ_DATA: u8 = 1 << 0;
+/// Header flag: the initiator waits for an [`Op::Ack`] (delivery complete).
+pub const HDR_ACK: u8 = 1 << 1;
+/// Header flag: atomic request of the fetch class.
+pub const HDR_FETCH: u8 = 1 << 2;
+/// Header flag: atomic request of the compare class.
+pub const HDR_COMPARE: u8 = 1 << 3;
+
+/// The fixed 64-byte header of every packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Header {
+    /// [`Op`] value.
+    pub op: u8,
+    /// `HDR_*` bits.
+    pub flags: u8,
+    /// Atomic operation (`fi_op`).
+    pub atomic_op: u8,
+    /// Atomic datatype (`fi_datatype`).
+    pub datatype: u8,
+    /// Target receive context (scalable endpoints).
+    pub rx_idx: u16,
+    /// Initiator transmit context, echoed in responses.
+    pub tx_idx: u16,
+    /// Status of a response: 0 or a positive `FI_E*` code.
+    pub status: u32,
+    /// Padding to keep the following fields 8-byte aligned.
+    pub reserved: u32,
+    /// Initiator request id, echoed in responses.
+    pub req: u64,
+    /// Message tag.
+    pub tag: u64,
+    /// Remote CQ data.
+    pub data: u64,
+    /// RMA/atomic target address.
+    pub addr: u64,
+    /// RMA/atomic key.
+    pub key: u64,
+    /// Payload length, or the requested length of a read.
+    pub len: u64,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<Header>(), 64);
+
+impl Header {
+    /// Parses and validates a packet: the header and exactly `len` payload bytes
+    /// (except read requests, whose `len` is the amount wanted and carry no payload).
+    pub fn parse(bytes: &[u8]) -> Result<(Header, &[u8])> {
+        let (hdr, rest) = Header::read_from_prefix(bytes).map_err(|_| Error::Io)?;
+        let op = Op::from_raw(hdr.op).ok_or(Error::Io)?;
+        let want = match op {
+            Op::ReadReq | Op::Ack => 0,
+            _ => usize::try_from(hdr.len).map_err(|_| Error::Io)?,
+        };
+        if rest.len() != want {
+            return Err(Error::Io);
+        }
+        Ok((hdr, rest))
+    }
+
+    /// The operation, if the header holds a valid one.
+    #[inline]
+    pub fn op(&self) -> Option<Op> {
+        Op::from_raw(self.op)
+    }
+
+    /// The header as bytes (for byte-stream transports).
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_round_trip_and_rejects_garbage() {
+        let h = Header { op: Op::Msg as u8, len: 3, tag: 7, ..Header::default() };
+        let mut bytes = h.as_bytes().to_vec();
+        bytes.extend_from_slice(b"abc");
+        let (p, payload) = Header::parse(&bytes).unwrap();
+        assert_eq!(p, h);
+        assert_eq!(payload, b"abc");
+        assert_eq!(Header::parse(&bytes[..10]), Err(Error::Io));
+        bytes.push(0);
+        assert_eq!(Header::parse(&bytes), Err(Error::Io));
+        let bad = Header { op: 99, ..Header::default() };
+        assert_eq!(Header::parse(bad.as_bytes()), Err(Error::Io));
+        let huge = Header { op: Op::Write as u8, len: u64::MAX, ..Header::default() };
+        assert_eq!(Header::parse(huge.as_bytes()), Err(Error::Io));
+    }
+}
