@@ -1,1 +1,1167 @@
-//! (in progress)
+//! Tag matching for posted receives and unexpected messages.
+//!
+//! Every provider reuses [`Matcher`] to implement `fi_tagged`/`fi_msg` receive-side
+//! semantics: an incoming message is matched against the *oldest* posted receive that
+//! accepts it, and a newly posted receive first consumes the *oldest* queued unexpected
+//! message it accepts. Untagged messages use the same engine with tag 0 and ignore 0.
+//!
+//! A receive posted with `(tag, ignore, src)` accepts a message `(t, s)` when
+//! `t & !ignore == tag & !ignore` and (`src == FiAddr::UNSPEC` or `src == s`).
+//! Because `FiAddr::NOTAVAIL` and `FiAddr::UNSPEC` share a value, a message whose source is
+//! unknown is accepted only by receives that did not name a source.
+//!
+//! # Layout
+//!
+//! Entries live in a slab (a `Vec` with a free list) and are threaded on intrusive
+//! doubly-linked lists by index, so removal from anywhere is O(1) and steady-state
+//! operation allocates nothing. Each entry sits on two lists:
+//!
+//! * **posted receives**: the global post-order list (for cancel and drain) and either the
+//!   per-tag bucket of exact receives (`ignore == 0`) or the wildcard list (`ignore != 0`).
+//!   Matching looks at the head of one bucket and the wildcard list, and picks the older by
+//!   a global post sequence number.
+//! * **unexpected messages**: the global arrival-order list (for wildcard receives) and
+//!   the per-tag bucket (for exact receives).
+//!
+//! Handles ([`PostedId`], [`UnexpectedId`]) carry a slot index and a generation, so a
+//! handle to an entry that has been removed is rejected even after its slot was reused
+//! (until the slot's 32-bit generation wraps around).
+
+use core::fmt;
+
+use rustc_hash::FxHashMap;
+
+use crate::types::FiAddr;
+
+/// Index value meaning "no entry" in the intrusive lists and free list.
+const NIL: u32 = u32::MAX;
+
+/// Handle to a posted receive inside a [`Matcher`] (stale handles are detected: index +
+/// generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PostedId {
+    idx: u32,
+    gen: u32,
+}
+
+/// Handle to an unexpected message inside a [`Matcher`] (stale handles are detected:
+/// index + generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnexpectedId {
+    idx: u32,
+    gen: u32,
+}
+
+macro_rules! id_bits {
+    ($t:ty) => {
+        impl $t {
+            /// Packs the handle into a `u64`, e.g. to store it in a provider's context field.
+            #[inline]
+            pub const fn to_bits(self) -> u64 {
+                ((self.gen as u64) << 32) | self.idx as u64
+            }
+
+            /// Rebuilds a handle from [`Self::to_bits`]. Any value is accepted; a value that
+            /// names no live entry is simply rejected by the matcher's lookups.
+            #[inline]
+            pub const fn from_bits(bits: u64) -> Self {
+                Self {
+                    idx: bits as u32,
+                    gen: (bits >> 32) as u32,
+                }
+            }
+        }
+    };
+}
+id_bits!(PostedId);
+id_bits!(UnexpectedId);
+
+/// Does a receive that named `want` accept a message from `from`?
+#[inline]
+fn src_accepts(want: FiAddr, from: FiAddr) -> bool {
+    want == FiAddr::UNSPEC || want == from
+}
+
+/// Does a receive `(recv_tag, ignore)` accept message tag `msg_tag`?
+#[inline]
+fn tag_accepts(recv_tag: u64, ignore: u64, msg_tag: u64) -> bool {
+    (recv_tag ^ msg_tag) & !ignore == 0
+}
+
+// ---------------------------------------------------------------------------------------
+// Slab
+// ---------------------------------------------------------------------------------------
+
+enum State<T> {
+    Occupied(T),
+    /// Next slot on the free list.
+    Vacant(u32),
+}
+
+struct Slot<T> {
+    gen: u32,
+    state: State<T>,
+}
+
+/// A `Vec` of slots with a LIFO free list. LIFO keeps recently used (cache-warm) slots in
+/// play.
+struct Slab<T> {
+    slots: Vec<Slot<T>>,
+    free: u32,
+    len: usize,
+}
+
+impl<T> Slab<T> {
+    fn with_capacity(cap: usize) -> Self {
+        Self {
+            slots: Vec::with_capacity(cap),
+            free: NIL,
+            len: 0,
+        }
+    }
+
+    /// Stores `v`, returning its (index, generation).
+    ///
+    /// Panics only if more than `u32::MAX - 1` entries are live at once (a capacity
+    /// overflow, like `Vec`'s).
+    fn insert(&mut self, v: T) -> (u32, u32) {
+        let idx = self.free;
+        if let Some(slot) = self.slots.get_mut(idx as usize) {
+            if let State::Vacant(next) = slot.state {
+                self.free = next;
+                slot.state = State::Occupied(v);
+                self.len += 1;
+                return (idx, slot.gen);
+            }
+        }
+        let idx = self.slots.len();
+        assert!(
+            idx < NIL as usize,
+            "matcher: more than u32::MAX - 1 live entries"
+        );
+        self.slots.push(Slot {
+            gen: 0,
+            state: State::Occupied(v),
+        });
+        self.len += 1;
+        (idx as u32, 0)
+    }
+
+    #[inline]
+    fn get(&self, idx: u32, gen: u32) -> Option<&T> {
+        match self.slots.get(idx as usize) {
+            Some(Slot {
+                gen: g,
+                state: State::Occupied(v),
+            }) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, idx: u32, gen: u32) -> Option<&mut T> {
+        match self.slots.get_mut(idx as usize) {
+            Some(Slot {
+                gen: g,
+                state: State::Occupied(v),
+            }) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Internal access by index alone (links carry no generation). `NIL` yields `None`.
+    #[inline]
+    fn node(&self, idx: u32) -> Option<&T> {
+        match self.slots.get(idx as usize) {
+            Some(Slot {
+                state: State::Occupied(v),
+                ..
+            }) => Some(v),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn node_mut(&mut self, idx: u32) -> Option<&mut T> {
+        match self.slots.get_mut(idx as usize) {
+            Some(Slot {
+                state: State::Occupied(v),
+                ..
+            }) => Some(v),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn gen(&self, idx: u32) -> u32 {
+        self.slots.get(idx as usize).map_or(0, |s| s.gen)
+    }
+
+    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
+        let slot = self.slots.get_mut(idx as usize)?;
+        if slot.gen != gen || !matches!(slot.state, State::Occupied(_)) {
+            return None;
+        }
+        let old = core::mem::replace(&mut slot.state, State::Vacant(self.free));
+        // Bumping the generation is what makes every outstanding handle to this slot stale.
+        slot.gen = slot.gen.wrapping_add(1);
+        self.free = idx;
+        self.len -= 1;
+        match old {
+            State::Occupied(v) => Some(v),
+            State::Vacant(_) => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Intrusive lists
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+struct Link {
+    prev: u32,
+    next: u32,
+}
+
+const UNLINKED: Link = Link {
+    prev: NIL,
+    next: NIL,
+};
+
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        Self {
+            head: NIL,
+            tail: NIL,
+        }
+    }
+}
+
+/// Which of a node's two link pairs a list is threaded through.
+#[derive(Clone, Copy)]
+enum Which {
+    /// Global order list (post order / arrival order).
+    All,
+    /// Per-tag bucket, or the wildcard list for wildcard receives.
+    Queue,
+}
+
+struct Node<T> {
+    tag: u64,
+    /// Always 0 for unexpected messages.
+    ignore: u64,
+    src: FiAddr,
+    /// Global insertion sequence; compares exact and wildcard candidates by age.
+    seq: u64,
+    all: Link,
+    queue: Link,
+    val: T,
+}
+
+impl<T> Node<T> {
+    #[inline]
+    fn link(&self, w: Which) -> Link {
+        match w {
+            Which::All => self.all,
+            Which::Queue => self.queue,
+        }
+    }
+
+    #[inline]
+    fn link_mut(&mut self, w: Which) -> &mut Link {
+        match w {
+            Which::All => &mut self.all,
+            Which::Queue => &mut self.queue,
+        }
+    }
+}
+
+fn push_back<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
+    let tail = list.tail;
+    if let Some(n) = slab.node_mut(idx) {
+        *n.link_mut(w) = Link {
+            prev: tail,
+            next: NIL,
+        };
+    }
+    match slab.node_mut(tail) {
+        Some(t) => t.link_mut(w).next = idx,
+        None => list.head = idx,
+    }
+    list.tail = idx;
+}
+
+fn unlink<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
+    let Some(Link { prev, next }) = slab.node(idx).map(|n| n.link(w)) else {
+        return;
+    };
+    match slab.node_mut(prev) {
+        Some(p) => p.link_mut(w).next = next,
+        None => list.head = next,
+    }
+    match slab.node_mut(next) {
+        Some(n) => n.link_mut(w).prev = prev,
+        None => list.tail = prev,
+    }
+    if let Some(n) = slab.node_mut(idx) {
+        *n.link_mut(w) = UNLINKED;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Queue: one slab + global list + per-tag index + wildcard list
+// ---------------------------------------------------------------------------------------
+
+struct Queue<T> {
+    slab: Slab<Node<T>>,
+    all: List,
+    /// Exact entries (ignore == 0) by tag. Empty buckets are removed so that a stream of
+    /// distinct tags does not grow the map; the table keeps its capacity, so re-inserting
+    /// allocates nothing in steady state.
+    index: FxHashMap<u64, List>,
+    /// Entries with ignore != 0 (never used for unexpected messages).
+    wild: List,
+    seq: u64,
+}
+
+impl<T> Queue<T> {
+    fn with_capacity(cap: usize) -> Self {
+        Self {
+            slab: Slab::with_capacity(cap),
+            all: List::default(),
+            index: FxHashMap::with_capacity_and_hasher(cap, Default::default()),
+            wild: List::default(),
+            seq: 0,
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.slab.len
+    }
+
+    fn insert(&mut self, tag: u64, ignore: u64, src: FiAddr, val: T) -> (u32, u32) {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        let (idx, gen) = self.slab.insert(Node {
+            tag,
+            ignore,
+            src,
+            seq,
+            all: UNLINKED,
+            queue: UNLINKED,
+            val,
+        });
+        push_back(&mut self.slab, &mut self.all, idx, Which::All);
+        if ignore == 0 {
+            let bucket = self.index.entry(tag).or_default();
+            push_back(&mut self.slab, bucket, idx, Which::Queue);
+        } else {
+            push_back(&mut self.slab, &mut self.wild, idx, Which::Queue);
+        }
+        (idx, gen)
+    }
+
+    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
+        let (tag, ignore) = self.slab.get(idx, gen).map(|n| (n.tag, n.ignore))?;
+        unlink(&mut self.slab, &mut self.all, idx, Which::All);
+        if ignore == 0 {
+            if let Some(bucket) = self.index.get_mut(&tag) {
+                unlink(&mut self.slab, bucket, idx, Which::Queue);
+                if bucket.head == NIL {
+                    self.index.remove(&tag);
+                }
+            }
+        } else {
+            unlink(&mut self.slab, &mut self.wild, idx, Which::Queue);
+        }
+        self.slab.remove(idx, gen).map(|n| n.val)
+    }
+
+    /// First entry of the `tag` bucket satisfying `pred`, counting examined entries.
+    #[inline]
+    fn first_in_bucket(
+        &self,
+        tag: u64,
+        steps: &mut usize,
+        mut pred: impl FnMut(&Node<T>) -> bool,
+    ) -> Option<(u32, u64)> {
+        let mut cur = self.index.get(&tag)?.head;
+        while let Some(n) = self.slab.node(cur) {
+            *steps += 1;
+            if pred(n) {
+                return Some((cur, n.seq));
+            }
+            cur = n.queue.next;
+        }
+        None
+    }
+
+    /// Removes every entry in global order.
+    fn drain(&mut self) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        while self.all.head != NIL {
+            let idx = self.all.head;
+            let gen = self.slab.gen(idx);
+            match self.remove(idx, gen) {
+                Some(v) => out.push(v),
+                // Unreachable while the list invariants hold; bail out rather than spin.
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Matcher
+// ---------------------------------------------------------------------------------------
+
+/// The tag-matching engine: posted receives of type `R` and unexpected messages of type
+/// `U` (see the [module docs](self) for the matching rule and data layout).
+///
+/// Exact-tag operations are O(1) expected (plus skipping directed receives / messages from
+/// other sources within one tag bucket); wildcard receives are scanned in order. Nothing
+/// allocates once the slabs and hash tables have reached their working size, except the
+/// `drain_*` close-path functions.
+pub struct Matcher<R, U> {
+    posted: Queue<R>,
+    unexpected: Queue<U>,
+    /// Entries examined by the last `match_*` call (test instrumentation).
+    #[cfg(test)]
+    last_examined: usize,
+}
+
+impl<R, U> Default for Matcher<R, U> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R, U> fmt::Debug for Matcher<R, U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Matcher")
+            .field("posted_len", &self.posted_len())
+            .field("unexpected_len", &self.unexpected_len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R, U> Matcher<R, U> {
+    /// An empty matcher.
+    pub fn new() -> Self {
+        Self::with_capacity(0, 0)
+    }
+
+    /// An empty matcher with room for `posted` receives and `unexpected` messages before
+    /// it allocates.
+    pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
+        Self {
+            posted: Queue::with_capacity(posted),
+            unexpected: Queue::with_capacity(unexpected),
+            #[cfg(test)]
+            last_examined: 0,
+        }
+    }
+
+    /// Post a receive accepting message tag `t` when `(t & !ignore) == (tag & !ignore)`, and
+    /// source `s` when `src == FiAddr::UNSPEC` or `src == s`.
+    ///
+    /// # Panics
+    ///
+    /// Only on capacity overflow (more than `u32::MAX - 1` receives posted at once).
+    #[inline]
+    pub fn post(&mut self, tag: u64, ignore: u64, src: FiAddr, r: R) -> PostedId {
+        let (idx, gen) = self.posted.insert(tag, ignore, src, r);
+        PostedId { idx, gen }
+    }
+
+    /// The OLDEST posted receive (post order across exact and wildcard receives) that
+    /// accepts an incoming message `(tag, src)`. Does not remove it (multi-recv buffers
+    /// stay posted).
+    #[inline]
+    pub fn match_posted(&mut self, tag: u64, src: FiAddr) -> Option<PostedId> {
+        let (found, _steps) = self.find_posted(tag, src);
+        #[cfg(test)]
+        {
+            self.last_examined = _steps;
+        }
+        found
+    }
+
+    fn find_posted(&self, tag: u64, src: FiAddr) -> (Option<PostedId>, usize) {
+        let q = &self.posted;
+        let mut steps = 0;
+        let mut best = q.first_in_bucket(tag, &mut steps, |n| src_accepts(n.src, src));
+        let mut cur = q.wild.head;
+        while let Some(n) = q.slab.node(cur) {
+            steps += 1;
+            // The wildcard list is in post order: once past the exact candidate, nothing
+            // further can be older.
+            if matches!(best, Some((_, seq)) if n.seq > seq) {
+                break;
+            }
+            if tag_accepts(n.tag, n.ignore, tag) && src_accepts(n.src, src) {
+                best = Some((cur, n.seq));
+                break;
+            }
+            cur = n.queue.next;
+        }
+        let id = best.map(|(idx, _)| PostedId {
+            idx,
+            gen: q.slab.gen(idx),
+        });
+        (id, steps)
+    }
+
+    /// The receive behind `id`, or `None` if `id` is stale.
+    #[inline]
+    pub fn posted(&self, id: PostedId) -> Option<&R> {
+        self.posted.slab.get(id.idx, id.gen).map(|n| &n.val)
+    }
+
+    /// Mutable access to the receive behind `id` (e.g. to advance a multi-recv buffer).
+    #[inline]
+    pub fn posted_mut(&mut self, id: PostedId) -> Option<&mut R> {
+        self.posted.slab.get_mut(id.idx, id.gen).map(|n| &mut n.val)
+    }
+
+    /// The `(tag, ignore, src)` the receive behind `id` was posted with.
+    #[inline]
+    pub fn posted_meta(&self, id: PostedId) -> Option<(u64, u64, FiAddr)> {
+        self.posted
+            .slab
+            .get(id.idx, id.gen)
+            .map(|n| (n.tag, n.ignore, n.src))
+    }
+
+    /// Removes the receive behind `id`; `None` if `id` is stale.
+    #[inline]
+    pub fn remove_posted(&mut self, id: PostedId) -> Option<R> {
+        self.posted.remove(id.idx, id.gen)
+    }
+
+    /// Removes the oldest posted receive for which `pred` is true (used by
+    /// cancel-by-context). Linear in the number of posted receives.
+    pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
+        let slab = &self.posted.slab;
+        let mut cur = self.posted.all.head;
+        while let Some(n) = slab.node(cur) {
+            if pred(&n.val) {
+                let gen = slab.gen(cur);
+                return self.posted.remove(cur, gen);
+            }
+            cur = n.all.next;
+        }
+        None
+    }
+
+    /// Number of posted receives.
+    #[inline]
+    pub fn posted_len(&self) -> usize {
+        self.posted.len()
+    }
+
+    /// Appends an unexpected message (arrival order). `src` may be `FiAddr::NOTAVAIL`
+    /// (unknown source).
+    ///
+    /// # Panics
+    ///
+    /// Only on capacity overflow (more than `u32::MAX - 1` messages queued at once).
+    #[inline]
+    pub fn push_unexpected(&mut self, tag: u64, src: FiAddr, u: U) -> UnexpectedId {
+        // ignore = 0 files every message in its tag bucket.
+        let (idx, gen) = self.unexpected.insert(tag, 0, src, u);
+        UnexpectedId { idx, gen }
+    }
+
+    /// The OLDEST unexpected message (arrival order) that a receive `(tag, ignore, src)`
+    /// would accept. Does not remove it (`FI_PEEK` leaves it queued).
+    #[inline]
+    pub fn match_unexpected(&mut self, tag: u64, ignore: u64, src: FiAddr) -> Option<UnexpectedId> {
+        let (found, _steps) = self.find_unexpected(tag, ignore, src);
+        #[cfg(test)]
+        {
+            self.last_examined = _steps;
+        }
+        found
+    }
+
+    fn find_unexpected(&self, tag: u64, ignore: u64, src: FiAddr) -> (Option<UnexpectedId>, usize) {
+        let q = &self.unexpected;
+        let mut steps = 0;
+        let found = if ignore == 0 {
+            q.first_in_bucket(tag, &mut steps, |n| src_accepts(src, n.src))
+                .map(|(idx, _)| idx)
+        } else {
+            let mut cur = q.all.head;
+            loop {
+                let Some(n) = q.slab.node(cur) else {
+                    break None;
+                };
+                steps += 1;
+                if tag_accepts(tag, ignore, n.tag) && src_accepts(src, n.src) {
+                    break Some(cur);
+                }
+                cur = n.all.next;
+            }
+        };
+        let id = found.map(|idx| UnexpectedId {
+            idx,
+            gen: q.slab.gen(idx),
+        });
+        (id, steps)
+    }
+
+    /// The message behind `id`, or `None` if `id` is stale.
+    #[inline]
+    pub fn unexpected(&self, id: UnexpectedId) -> Option<&U> {
+        self.unexpected.slab.get(id.idx, id.gen).map(|n| &n.val)
+    }
+
+    /// Mutable access to the message behind `id`.
+    #[inline]
+    pub fn unexpected_mut(&mut self, id: UnexpectedId) -> Option<&mut U> {
+        self.unexpected
+            .slab
+            .get_mut(id.idx, id.gen)
+            .map(|n| &mut n.val)
+    }
+
+    /// The tag and source the message behind `id` arrived with.
+    #[inline]
+    pub fn unexpected_meta(&self, id: UnexpectedId) -> Option<(u64, FiAddr)> {
+        self.unexpected
+            .slab
+            .get(id.idx, id.gen)
+            .map(|n| (n.tag, n.src))
+    }
+
+    /// Removes the message behind `id`; `None` if `id` is stale.
+    #[inline]
+    pub fn remove_unexpected(&mut self, id: UnexpectedId) -> Option<U> {
+        self.unexpected.remove(id.idx, id.gen)
+    }
+
+    /// Number of queued unexpected messages.
+    #[inline]
+    pub fn unexpected_len(&self) -> usize {
+        self.unexpected.len()
+    }
+
+    /// Removes and returns every posted receive, oldest first (endpoint close cancels them
+    /// all). Outstanding [`PostedId`]s become stale; slots and table capacity are kept.
+    pub fn drain_posted(&mut self) -> Vec<R> {
+        self.posted.drain()
+    }
+
+    /// Removes and returns every unexpected message in arrival order. Outstanding
+    /// [`UnexpectedId`]s become stale; slots and table capacity are kept.
+    pub fn drain_unexpected(&mut self) -> Vec<U> {
+        self.unexpected.drain()
+    }
+
+    /// Entries examined by the last `match_*` call.
+    #[cfg(test)]
+    fn last_examined(&self) -> usize {
+        self.last_examined
+    }
+
+    /// (posted slab, unexpected slab, posted index, unexpected index) capacities.
+    #[cfg(test)]
+    fn capacities(&self) -> [usize; 4] {
+        [
+            self.posted.slab.slots.capacity(),
+            self.unexpected.slab.slots.capacity(),
+            self.posted.index.capacity(),
+            self.unexpected.index.capacity(),
+        ]
+    }
+
+    /// Checks every list invariant; used by the model test.
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        fn walk<T>(q: &Queue<T>, list: List, w: Which) -> Vec<u32> {
+            let mut out = Vec::new();
+            let mut prev = NIL;
+            let mut cur = list.head;
+            while cur != NIL {
+                let n = q.slab.node(cur).expect("linked node is occupied");
+                assert_eq!(n.link(w).prev, prev, "prev link");
+                out.push(cur);
+                prev = cur;
+                cur = n.link(w).next;
+            }
+            assert_eq!(list.tail, prev, "tail");
+            out
+        }
+        fn check<T>(q: &Queue<T>) {
+            let all = walk(q, q.all, Which::All);
+            assert_eq!(all.len(), q.len());
+            let seqs: Vec<u64> = all.iter().map(|&i| q.slab.node(i).unwrap().seq).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "global order");
+            let mut total = walk(q, q.wild, Which::Queue).len();
+            for (tag, bucket) in &q.index {
+                let b = walk(q, *bucket, Which::Queue);
+                assert!(!b.is_empty(), "empty bucket kept");
+                for &i in &b {
+                    let n = q.slab.node(i).unwrap();
+                    assert_eq!((n.tag, n.ignore), (*tag, 0));
+                }
+                total += b.len();
+            }
+            assert_eq!(total, q.len());
+            let occupied = q
+                .slab
+                .slots
+                .iter()
+                .filter(|s| matches!(s.state, State::Occupied(_)))
+                .count();
+            assert_eq!(occupied, q.len());
+        }
+        check(&self.posted);
+        check(&self.unexpected);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: FiAddr = FiAddr(1);
+    const B: FiAddr = FiAddr(2);
+    const ANY: FiAddr = FiAddr::UNSPEC;
+
+    type M = Matcher<u32, u32>;
+
+    fn take_posted(m: &mut M, tag: u64, src: FiAddr) -> Option<u32> {
+        let id = m.match_posted(tag, src)?;
+        m.remove_posted(id)
+    }
+
+    fn take_unexp(m: &mut M, tag: u64, ignore: u64, src: FiAddr) -> Option<u32> {
+        let id = m.match_unexpected(tag, ignore, src)?;
+        m.remove_unexpected(id)
+    }
+
+    #[test]
+    fn oldest_first_across_exact_and_wildcard() {
+        let mut m = M::new();
+        m.post(5, 0, ANY, 1);
+        m.post(0, !0, ANY, 2); // matches anything
+        m.post(5, 0, ANY, 3);
+        m.post(4, 1, ANY, 4); // matches 4 and 5
+        assert_eq!(take_posted(&mut m, 5, A), Some(1));
+        assert_eq!(take_posted(&mut m, 5, A), Some(2));
+        assert_eq!(take_posted(&mut m, 5, A), Some(3));
+        assert_eq!(take_posted(&mut m, 5, A), Some(4));
+        assert_eq!(take_posted(&mut m, 5, A), None);
+
+        // wildcard older than exact
+        m.post(7, 0xff, ANY, 10);
+        m.post(7, 0, ANY, 11);
+        assert_eq!(take_posted(&mut m, 7, A), Some(10));
+        assert_eq!(take_posted(&mut m, 7, A), Some(11));
+        assert_eq!(m.posted_len(), 0);
+    }
+
+    #[test]
+    fn ignore_masks() {
+        let mut m = M::new();
+        m.post(0x1200, 0x00ff, ANY, 1);
+        assert_eq!(m.match_posted(0x1300, A), None);
+        assert_eq!(m.match_posted(0x2200, A), None);
+        assert_eq!(take_posted(&mut m, 0x12ab, A), Some(1));
+
+        // Bits of the receive tag under the mask are irrelevant.
+        m.post(0x12ff, 0x00ff, ANY, 2);
+        assert_eq!(take_posted(&mut m, 0x1200, A), Some(2));
+
+        // Unexpected side: the receive's mask applies to the queued message's tag.
+        m.push_unexpected(0x1300, A, 1);
+        m.push_unexpected(0x12cd, A, 2);
+        m.push_unexpected(0x12ef, A, 3);
+        assert_eq!(take_unexp(&mut m, 0x1200, 0xff, ANY), Some(2));
+        assert_eq!(take_unexp(&mut m, 0x1200, 0xff, ANY), Some(3));
+        assert_eq!(take_unexp(&mut m, 0x1200, 0xff, ANY), None);
+        assert_eq!(take_unexp(&mut m, 0, !0, ANY), Some(1));
+    }
+
+    #[test]
+    fn directed_receives() {
+        let mut m = M::new();
+        m.post(3, 0, A, 1);
+        m.post(3, 0, B, 2);
+        m.post(3, 0, ANY, 3);
+        m.post(3, 1, A, 4);
+        // A message from B skips the receive directed at A.
+        assert_eq!(take_posted(&mut m, 3, B), Some(2));
+        // Unknown source only matches undirected receives.
+        assert_eq!(take_posted(&mut m, 3, FiAddr::NOTAVAIL), Some(3));
+        assert_eq!(m.match_posted(3, FiAddr::NOTAVAIL), None);
+        assert_eq!(m.match_posted(3, B), None);
+        assert_eq!(take_posted(&mut m, 3, A), Some(1));
+        assert_eq!(take_posted(&mut m, 2, A), Some(4));
+
+        m.push_unexpected(9, A, 1);
+        m.push_unexpected(9, FiAddr::NOTAVAIL, 2);
+        m.push_unexpected(9, B, 3);
+        assert_eq!(take_unexp(&mut m, 9, 0, B), Some(3));
+        assert_eq!(take_unexp(&mut m, 9, 0, B), None);
+        assert_eq!(take_unexp(&mut m, 9, 0, ANY), Some(1));
+        assert_eq!(m.match_unexpected(9, 0, A), None);
+        assert_eq!(take_unexp(&mut m, 8, 1, ANY), Some(2));
+    }
+
+    #[test]
+    fn stale_ids_rejected() {
+        let mut m = M::new();
+        let p = m.post(1, 0, ANY, 1);
+        let u = m.push_unexpected(1, A, 1);
+        assert_eq!(m.remove_posted(p), Some(1));
+        assert_eq!(m.remove_unexpected(u), Some(1));
+        // Slots get reused by the next insert; the old handles must not see them.
+        let p2 = m.post(1, 0, ANY, 2);
+        let u2 = m.push_unexpected(1, A, 2);
+        assert_ne!(p, p2);
+        assert_ne!(u, u2);
+        assert_eq!(m.posted(p), None);
+        assert_eq!(m.posted_mut(p), None);
+        assert_eq!(m.posted_meta(p), None);
+        assert_eq!(m.remove_posted(p), None);
+        assert_eq!(m.unexpected(u), None);
+        assert_eq!(m.unexpected_mut(u), None);
+        assert_eq!(m.unexpected_meta(u), None);
+        assert_eq!(m.remove_unexpected(u), None);
+        assert_eq!(m.posted(p2), Some(&2));
+        assert_eq!(m.unexpected(u2), Some(&2));
+        assert_eq!(m.unexpected_meta(u2), Some((1, A)));
+        assert_eq!(m.posted_meta(p2), Some((1, 0, ANY)));
+        // Garbage handles are rejected, not panicked on.
+        assert_eq!(m.posted(PostedId::from_bits(u64::MAX)), None);
+        assert_eq!(m.unexpected(UnexpectedId::from_bits(12345)), None);
+        assert_eq!(PostedId::from_bits(p2.to_bits()), p2);
+        assert_eq!(UnexpectedId::from_bits(u2.to_bits()), u2);
+        // Drain also makes handles stale.
+        m.drain_posted();
+        assert_eq!(m.posted(p2), None);
+    }
+
+    #[test]
+    fn cancel_posted_removes_oldest_matching() {
+        let mut m = M::new();
+        m.post(1, 0, ANY, 10);
+        m.post(2, 3, ANY, 20);
+        m.post(1, 0, ANY, 10);
+        m.post(4, 0, A, 30);
+        assert_eq!(m.cancel_posted(|&r| r == 20), Some(20));
+        assert_eq!(m.cancel_posted(|&r| r == 20), None);
+        assert_eq!(m.cancel_posted(|&r| r >= 10), Some(10));
+        assert_eq!(m.posted_len(), 2);
+        assert_eq!(m.drain_posted(), vec![10, 30]);
+        assert_eq!(m.cancel_posted(|_| true), None);
+    }
+
+    #[test]
+    fn drain_order() {
+        let mut m = M::new();
+        for (i, (tag, ignore)) in [(1, 0), (8, 1), (1, 0), (3, 0), (0, !0)].iter().enumerate() {
+            m.post(*tag, *ignore, ANY, i as u32);
+        }
+        let mid = m.match_posted(3, A).unwrap();
+        assert_eq!(m.remove_posted(mid), Some(3));
+        assert_eq!(m.drain_posted(), vec![0, 1, 2, 4]);
+        assert_eq!(m.posted_len(), 0);
+        assert_eq!(m.match_posted(1, A), None);
+
+        for i in 0..6u32 {
+            m.push_unexpected(u64::from(i % 3), A, i);
+        }
+        assert_eq!(take_unexp(&mut m, 1, 0, ANY), Some(1));
+        assert_eq!(m.drain_unexpected(), vec![0, 2, 3, 4, 5]);
+        assert_eq!(m.unexpected_len(), 0);
+        assert_eq!(m.match_unexpected(0, !0, ANY), None);
+        m.check_invariants();
+
+        // Usable after drain.
+        m.post(1, 0, ANY, 7);
+        assert_eq!(take_posted(&mut m, 1, A), Some(7));
+    }
+
+    #[test]
+    fn multi_recv_stays_posted() {
+        let mut m: Matcher<usize, ()> = Matcher::new();
+        let id = m.post(0, 0, ANY, 100); // bytes left in a multi-recv buffer
+        m.post(0, 0, ANY, 50);
+        for _ in 0..3 {
+            let got = m.match_posted(0, A).unwrap();
+            assert_eq!(got, id);
+            *m.posted_mut(got).unwrap() -= 30;
+        }
+        assert_eq!(m.posted(id), Some(&10));
+        assert_eq!(m.posted_len(), 2);
+        // Buffer below its threshold: the provider releases it and the next one takes over.
+        assert_eq!(m.remove_posted(id), Some(10));
+        let next = m.match_posted(0, A).unwrap();
+        assert_eq!(m.posted(next), Some(&50));
+    }
+
+    #[test]
+    fn unexpected_arrival_order() {
+        let mut m = M::new();
+        m.push_unexpected(4, A, 0);
+        m.push_unexpected(5, A, 1);
+        m.push_unexpected(4, B, 2);
+        m.push_unexpected(6, A, 3);
+        let first = m.match_unexpected(0, !0, ANY).unwrap();
+        assert_eq!(m.unexpected(first), Some(&0));
+        assert_eq!(m.unexpected_meta(first), Some((4, A)));
+        *m.unexpected_mut(first).unwrap() = 9;
+        assert_eq!(take_unexp(&mut m, 4, 0, ANY), Some(9));
+        assert_eq!(take_unexp(&mut m, 4, 3, ANY), Some(1)); // 4..=7, oldest is tag 5
+        assert_eq!(take_unexp(&mut m, 4, 3, ANY), Some(2));
+        assert_eq!(take_unexp(&mut m, 4, 3, ANY), Some(3));
+        assert_eq!(m.unexpected_len(), 0);
+    }
+
+    #[test]
+    fn exact_match_examines_constant_entries() {
+        const N: u64 = 10_000;
+        let mut m = M::with_capacity(N as usize, N as usize);
+        for t in 0..N {
+            m.post(t, 0, ANY, t as u32);
+            m.push_unexpected(t, A, t as u32);
+        }
+        for t in [0, 1, N / 2, N - 2, N - 1] {
+            let id = m.match_posted(t, A).unwrap();
+            assert_eq!(m.posted(id), Some(&(t as u32)));
+            assert_eq!(m.last_examined(), 1, "posted tag {t}");
+            let id = m.match_unexpected(t, 0, A).unwrap();
+            assert_eq!(m.unexpected(id), Some(&(t as u32)));
+            assert_eq!(m.last_examined(), 1, "unexpected tag {t}");
+        }
+        assert_eq!(m.match_posted(N, A), None);
+        assert_eq!(m.last_examined(), 0);
+        assert_eq!(m.match_unexpected(N, 0, A), None);
+        assert_eq!(m.last_examined(), 0);
+
+        // A directed receive only costs a skip within its own bucket.
+        m.post(N, 0, A, 0);
+        m.post(N, 0, B, 0);
+        let id = m.match_posted(N, B).unwrap();
+        assert_eq!(m.posted_meta(id), Some((N, 0, B)));
+        assert_eq!(m.last_examined(), 2);
+
+        // Wildcard scans stop at the older exact candidate.
+        m.post(0, !0, ANY, 7);
+        m.match_posted(N / 2, A).unwrap();
+        assert_eq!(m.last_examined(), 2);
+    }
+
+    #[test]
+    fn steady_state_does_not_grow() {
+        let mut m: M = M::new();
+        let round = |m: &mut M, base: u64| {
+            // Mix of fresh tags (bucket churn), repeated tags, wildcards and directed
+            // receives, with both matching directions.
+            for i in 0..64u64 {
+                let tag = base + i;
+                m.post(tag, 0, ANY, i as u32);
+                m.post(tag & !7, 7, A, i as u32);
+                m.push_unexpected(tag, B, i as u32);
+                m.push_unexpected(i % 4, A, i as u32);
+            }
+            for i in 0..64u64 {
+                let tag = base + i;
+                assert!(take_posted(m, tag, B).is_some());
+                assert!(take_posted(m, tag, A).is_some());
+                assert!(take_unexp(m, tag, 0, B).is_some());
+                assert!(take_unexp(m, 0, 3, A).is_some());
+            }
+            assert_eq!(m.posted_len(), 0);
+            assert_eq!(m.unexpected_len(), 0);
+        };
+        for r in 0..64 {
+            round(&mut m, r * 1000);
+        }
+        let caps = m.capacities();
+        for r in 64..2064 {
+            round(&mut m, r * 1000);
+        }
+        assert_eq!(m.capacities(), caps);
+        m.check_invariants();
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Naive reference: Vecs in insertion order, linear scans.
+        #[derive(Default)]
+        struct Ref {
+            posted: Vec<(u64, u64, FiAddr, u32)>,
+            unexp: Vec<(u64, FiAddr, u32)>,
+        }
+
+        impl Ref {
+            fn match_posted(&self, tag: u64, src: FiAddr) -> Option<usize> {
+                self.posted.iter().position(|&(t, ig, s, _)| {
+                    t & !ig == tag & !ig && (s == FiAddr::UNSPEC || s == src)
+                })
+            }
+            fn match_unexp(&self, tag: u64, ig: u64, src: FiAddr) -> Option<usize> {
+                self.unexp.iter().position(|&(t, s, _)| {
+                    t & !ig == tag & !ig && (src == FiAddr::UNSPEC || src == s)
+                })
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Post(u64, u64, FiAddr),
+            MatchPosted(u64, FiAddr, bool),
+            RemovePosted(usize),
+            Push(u64, FiAddr),
+            MatchUnexp(u64, u64, FiAddr, bool),
+            RemoveUnexp(usize),
+            Cancel(u32),
+            RemoveStale(usize),
+            DrainPosted,
+            DrainUnexp,
+        }
+
+        fn tag() -> impl Strategy<Value = u64> {
+            0u64..6
+        }
+        fn ignore() -> impl Strategy<Value = u64> {
+            prop_oneof![3 => Just(0u64), 1 => Just(1), 1 => Just(2), 1 => Just(3), 1 => Just(!0)]
+        }
+        fn recv_src() -> impl Strategy<Value = FiAddr> {
+            prop_oneof![2 => Just(FiAddr::UNSPEC), 1 => Just(A), 1 => Just(B)]
+        }
+        fn msg_src() -> impl Strategy<Value = FiAddr> {
+            prop_oneof![2 => Just(A), 2 => Just(B), 1 => Just(FiAddr::NOTAVAIL)]
+        }
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (tag(), ignore(), recv_src()).prop_map(|(t, i, s)| Op::Post(t, i, s)),
+                5 => (tag(), msg_src(), any::<bool>()).prop_map(|(t, s, r)| Op::MatchPosted(t, s, r)),
+                2 => any::<usize>().prop_map(Op::RemovePosted),
+                6 => (tag(), msg_src()).prop_map(|(t, s)| Op::Push(t, s)),
+                5 => (tag(), ignore(), recv_src(), any::<bool>())
+                    .prop_map(|(t, i, s, r)| Op::MatchUnexp(t, i, s, r)),
+                2 => any::<usize>().prop_map(Op::RemoveUnexp),
+                1 => (0u32..7).prop_map(Op::Cancel),
+                1 => any::<usize>().prop_map(Op::RemoveStale),
+                1 => Just(Op::DrainPosted),
+                1 => Just(Op::DrainUnexp),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn matches_reference(ops in proptest::collection::vec(op(), 1..200)) {
+                let mut m = M::new();
+                let mut r = Ref::default();
+                // Value -> handle; values are unique per insertion.
+                let mut pids: Vec<PostedId> = Vec::new();
+                let mut uids: Vec<UnexpectedId> = Vec::new();
+                let mut stale_p: Vec<PostedId> = Vec::new();
+                let mut stale_u: Vec<UnexpectedId> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Post(t, i, s) => {
+                            let v = pids.len() as u32;
+                            pids.push(m.post(t, i, s, v));
+                            r.posted.push((t, i, s, v));
+                        }
+                        Op::MatchPosted(t, s, rm) => {
+                            let got = m.match_posted(t, s);
+                            let want = r.match_posted(t, s);
+                            prop_assert_eq!(got.and_then(|id| m.posted(id)).copied(),
+                                want.map(|k| r.posted[k].3));
+                            if let (Some(id), Some(k), true) = (got, want, rm) {
+                                prop_assert_eq!(id, pids[r.posted[k].3 as usize]);
+                                prop_assert_eq!(m.remove_posted(id), Some(r.posted.remove(k).3));
+                                stale_p.push(id);
+                            }
+                        }
+                        Op::RemovePosted(k) if !r.posted.is_empty() => {
+                            let (t, i, s, v) = r.posted.remove(k % r.posted.len());
+                            let id = pids[v as usize];
+                            prop_assert_eq!(m.posted_meta(id), Some((t, i, s)));
+                            prop_assert_eq!(m.remove_posted(id), Some(v));
+                            stale_p.push(id);
+                        }
+                        Op::RemovePosted(_) => {}
+                        Op::Push(t, s) => {
+                            let v = uids.len() as u32;
+                            uids.push(m.push_unexpected(t, s, v));
+                            r.unexp.push((t, s, v));
+                        }
+                        Op::MatchUnexp(t, i, s, rm) => {
+                            let got = m.match_unexpected(t, i, s);
+                            let want = r.match_unexp(t, i, s);
+                            prop_assert_eq!(got.and_then(|id| m.unexpected(id)).copied(),
+                                want.map(|k| r.unexp[k].2));
+                            if let (Some(id), Some(k), true) = (got, want, rm) {
+                                let (mt, ms, v) = r.unexp.remove(k);
+                                prop_assert_eq!(m.unexpected_meta(id), Some((mt, ms)));
+                                prop_assert_eq!(m.remove_unexpected(id), Some(v));
+                                stale_u.push(id);
+                            }
+                        }
+                        Op::RemoveUnexp(k) if !r.unexp.is_empty() => {
+                            let (_, _, v) = r.unexp.remove(k % r.unexp.len());
+                            let id = uids[v as usize];
+                            prop_assert_eq!(m.remove_unexpected(id), Some(v));
+                            stale_u.push(id);
+                        }
+                        Op::RemoveUnexp(_) => {}
+                        Op::Cancel(x) => {
+                            let want = r.posted.iter().position(|p| p.3 % 7 == x)
+                                .map(|k| r.posted.remove(k).3);
+                            prop_assert_eq!(m.cancel_posted(|&v| v % 7 == x), want);
+                            if let Some(v) = want {
+                                stale_p.push(pids[v as usize]);
+                            }
+                        }
+                        Op::RemoveStale(k) => {
+                            if !stale_p.is_empty() {
+                                let id = stale_p[k % stale_p.len()];
+                                prop_assert_eq!(m.posted(id), None);
+                                prop_assert_eq!(m.remove_posted(id), None);
+                            }
+                            if !stale_u.is_empty() {
+                                let id = stale_u[k % stale_u.len()];
+                                prop_assert_eq!(m.unexpected(id), None);
+                                prop_assert_eq!(m.remove_unexpected(id), None);
+                            }
+                        }
+                        Op::DrainPosted => {
+                            let want: Vec<u32> = r.posted.drain(..).map(|p| p.3).collect();
+                            stale_p.extend(want.iter().map(|&v| pids[v as usize]));
+                            prop_assert_eq!(m.drain_posted(), want);
+                        }
+                        Op::DrainUnexp => {
+                            let want: Vec<u32> = r.unexp.drain(..).map(|u| u.2).collect();
+                            stale_u.extend(want.iter().map(|&v| uids[v as usize]));
+                            prop_assert_eq!(m.drain_unexpected(), want);
+                        }
+                    }
+                    prop_assert_eq!(m.posted_len(), r.posted.len());
+                    prop_assert_eq!(m.unexpected_len(), r.unexp.len());
+                    m.check_invariants();
+                }
+            }
+        }
+    }
+}
