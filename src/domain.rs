@@ -1,0 +1,268 @@
+//! Fabrics and domains: the roots of the object tree, and the progress engine.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::attr::{AvAttr, CntrAttr, CqAttr, EqAttr, MrAttr, PollAttr, WaitAttr};
+use crate::av::{AddressVector, NamedAvs};
+use crate::cntr::{CntrInner, Counter};
+use crate::config::{Config, LockOf, Progress, Threading};
+use crate::cq::Cq;
+use crate::endpoint::{EpInner, Endpoint, ScalableEndpoint, SharedRx, SharedTx};
+use crate::eq::EventQueue;
+use crate::error::{Error, Result};
+use crate::info::{self, Hints, Info};
+use crate::lock::Lock;
+use crate::mr::{MemoryRegion, MrUser};
+use crate::mr_table::MrTable;
+use crate::provider::Provider;
+use crate::wait::{PollSet, WaitSet};
+use crate::waitobj::Waiter;
+use crate::attr::WaitObj;
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
+
+/// Largest atomic operation in bytes (`max_atomic_size` reported by the valid queries).
+pub const MAX_ATOMIC_SIZE: usize = 4096;
+
+/// `fi_getinfo` for stack `S`: the provider's candidates, specialized to the stack's
+/// threading, progress and AV type, filtered by `hints`, best first.
+/// `Err(NoData)` when nothing matches.
+///
+/// ```
+/// use fabric::{getinfo, Hints, DefaultStack, flags::Caps, attr::EpType};
+/// type Net = DefaultStack<fabric_loopback::Loopback>;
+/// let infos = getinfo::<Net>(Some(&Hints::new().caps(Caps::TAGGED).ep_type(EpType::Rdm))).unwrap();
+/// assert_eq!(infos[0].fabric_attr.prov_name, "loopback");
+/// ```
+pub fn getinfo<S: Config>(hints: Option<&Hints>) -> Result<Vec<Info>> {
+    let cands: Vec<Info> = S::Provider::candidates()
+        .into_iter()
+        .map(|mut i| {
+            i.domain_attr.threading = <S::Threading as Threading>::LEVEL;
+            i.domain_attr.data_progress = <S::Progress as Progress>::MODE;
+            i.domain_attr.control_progress = <S::Progress as Progress>::MODE;
+            i.domain_attr.av_type = <S::Av as crate::av_type::AvType>::KIND;
+            i
+        })
+        .collect();
+    info::filter(&cands, hints)
+}
+
+pub(crate) struct FabricInner<S: Config> {
+    pub(crate) info: Info,
+    pub(crate) named_avs: LockOf<S, NamedAvs<S>>,
+}
+
+/// A fabric (`fi_fabric`): the provider's network, parent of domains.
+pub struct Fabric<S: Config> {
+    inner: Arc<FabricInner<S>>,
+}
+
+impl<S: Config> Fabric<S> {
+    /// `fi_fabric`: opens the fabric an `Info` from [`getinfo`] describes.
+    pub fn open(info: &Info) -> Result<Self> {
+        if !info.fabric_attr.prov_name.is_empty() && info.fabric_attr.prov_name != S::Provider::NAME {
+            return Err(Error::NoDev);
+        }
+        Ok(Fabric { inner: Arc::new(FabricInner { info: info.clone(), named_avs: LockOf::<S, _>::new(Vec::new()) }) })
+    }
+
+    /// `fi_domain`: opens a domain.
+    pub fn domain(&self, info: &Info) -> Result<Domain<S>> {
+        Domain::open(&self.inner, info)
+    }
+
+    /// `fi_eq_open` on the fabric (for events not tied to a domain).
+    pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue<S>> {
+        EventQueue::open(attr, None, None)
+    }
+
+    /// `fi_wait_open`.
+    pub fn wait_set(&self, attr: &WaitAttr) -> Result<WaitSet<S>> {
+        WaitSet::open(attr)
+    }
+
+    /// The info the fabric was opened with.
+    pub fn info(&self) -> &Info {
+        &self.inner.info
+    }
+}
+
+pub(crate) struct DomainInner<S: Config> {
+    pub(crate) fabric: Arc<FabricInner<S>>,
+    pub(crate) info: Info,
+    pub(crate) mr: LockOf<S, MrTable<MrUser<S>>>,
+    pub(crate) eps: LockOf<S, Vec<Arc<EpInner<S>>>>,
+    pub(crate) trig: LockOf<S, Vec<Arc<CntrInner<S>>>>,
+    pub(crate) has_trig: AtomicBool,
+    /// Rung by transports on arrival and by counters; blocking waits sleep on it.
+    pub(crate) doorbell: Arc<Waiter>,
+}
+
+impl<S: Config> DomainInner<S> {
+    /// One pass of the progress engine: drains every endpoint's transport, then runs
+    /// triggered operations whose counters reached their thresholds.
+    #[inline]
+    pub(crate) fn progress(&self) -> usize {
+        let n = self.eps.with(|eps| eps.iter().map(|ep| ep.progress()).sum());
+        if self.has_trig.load(Ordering::Acquire) {
+            self.run_triggers();
+        }
+        n
+    }
+
+    pub(crate) fn run_triggers(&self) {
+        if !self.has_trig.load(Ordering::Acquire) {
+            return;
+        }
+        let cntrs = self.trig.with(|t| t.clone());
+        let mut left = false;
+        for c in cntrs {
+            for d in c.take_due() {
+                d.run();
+            }
+            left |= c.triggers.with(|t| !t.is_empty());
+        }
+        if !left {
+            self.trig.with(|t| {
+                t.retain(|c| c.triggers.with(|v| !v.is_empty()));
+                if t.is_empty() {
+                    self.has_trig.store(false, Ordering::Release);
+                }
+            });
+        }
+    }
+
+    pub(crate) fn add_trigger_cntr(&self, c: &Arc<CntrInner<S>>) {
+        self.trig.with(|t| {
+            if !t.iter().any(|x| Arc::ptr_eq(x, c)) {
+                t.push(c.clone());
+            }
+        });
+        self.has_trig.store(true, Ordering::Release);
+    }
+}
+
+/// A domain (`fi_domain`): the parent of endpoints, CQs, counters, AVs and MRs, and the
+/// unit of progress.
+pub struct Domain<S: Config> {
+    pub(crate) inner: Arc<DomainInner<S>>,
+}
+
+impl<S: Config> Domain<S> {
+    fn open(fabric: &Arc<FabricInner<S>>, info: &Info) -> Result<Self> {
+        let inner = Arc::new(DomainInner {
+            fabric: fabric.clone(),
+            info: info.clone(),
+            mr: LockOf::<S, _>::new(MrTable::new(info.domain_attr.mr_mode)),
+            eps: LockOf::<S, _>::new(Vec::new()),
+            trig: LockOf::<S, _>::new(Vec::new()),
+            has_trig: AtomicBool::new(false),
+            doorbell: Arc::new(Waiter::new(WaitObj::MutexCond)?),
+        });
+        if <S::Progress as Progress>::AUTO {
+            crate::progress_thread::spawn(Arc::downgrade(&inner))?;
+        }
+        Ok(Domain { inner })
+    }
+
+    /// The info the domain was opened with.
+    pub fn info(&self) -> &Info {
+        &self.inner.info
+    }
+
+    /// `fi_endpoint`: an RDM or DGRAM endpoint (MSG endpoints come with connection-
+    /// oriented providers: `Err(NotSupported)` here).
+    pub fn endpoint(&self, info: &Info) -> Result<Endpoint<S>> {
+        Endpoint::open(&self.inner, info)
+    }
+
+    /// `fi_scalable_ep`: an endpoint with `info.ep_attr.tx_ctx_cnt` transmit and
+    /// `rx_ctx_cnt` receive contexts.
+    pub fn scalable_endpoint(&self, info: &Info) -> Result<ScalableEndpoint<S>> {
+        ScalableEndpoint::open(&self.inner, info)
+    }
+
+    /// `fi_stx_context`: a transmit context endpoints can share.
+    pub fn shared_tx(&self, info: &Info) -> Result<SharedTx<S>> {
+        SharedTx::open(&self.inner, info)
+    }
+
+    /// `fi_srx_context`: a receive context endpoints can share.
+    pub fn shared_rx(&self, info: &Info) -> Result<SharedRx<S>> {
+        SharedRx::open(&self.inner, info)
+    }
+
+    /// `fi_cq_open`.
+    pub fn cq(&self, attr: &CqAttr) -> Result<Cq<S>> {
+        Cq::open(&self.inner, attr, None)
+    }
+
+    /// `fi_cq_open` with `FI_WAIT_SET`: the CQ signals `set`.
+    pub fn cq_in_set(&self, attr: &CqAttr, set: &WaitSet<S>) -> Result<Cq<S>> {
+        let cq = Cq::open(&self.inner, &CqAttr { wait_obj: WaitObj::Set, ..*attr }, Some(set.waiter().clone()))?;
+        set.attach_cq(&cq);
+        Ok(cq)
+    }
+
+    /// `fi_cntr_open`.
+    pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter<S>> {
+        Counter::open(&self.inner, attr, None)
+    }
+
+    /// `fi_cntr_open` with `FI_WAIT_SET`.
+    pub fn cntr_in_set(&self, attr: &CntrAttr, set: &WaitSet<S>) -> Result<Counter<S>> {
+        let c = Counter::open(&self.inner, &CntrAttr { wait_obj: WaitObj::Set, ..*attr }, Some(set.waiter().clone()))?;
+        set.attach_cntr(&c);
+        Ok(c)
+    }
+
+    /// `fi_eq_open` tied to this domain (reads progress it under manual progress).
+    pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue<S>> {
+        EventQueue::open(attr, Some(self.inner.clone()), None)
+    }
+
+    /// `fi_av_open`.
+    pub fn av(&self, attr: &AvAttr) -> Result<AddressVector<S>> {
+        AddressVector::open(&self.inner, attr)
+    }
+
+    /// `fi_mr_reg`: registers `buf` with `attr.access`, `attr.offset` and
+    /// `attr.requested_key` (used unless the domain is `FI_MR_PROV_KEY`).
+    pub fn mr_reg<'a>(&self, buf: &'a mut [u8], attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
+        MemoryRegion::register(&self.inner, vec![buf], attr)
+    }
+
+    /// `fi_mr_regv`: registers several buffers as one region.
+    pub fn mr_regv<'a>(&self, bufs: Vec<&'a mut [u8]>, attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
+        MemoryRegion::register(&self.inner, bufs, attr)
+    }
+
+    /// `fi_mr_regattr`.
+    pub fn mr_regattr<'a>(&self, bufs: Vec<&'a mut [u8]>, attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
+        MemoryRegion::register(&self.inner, bufs, attr)
+    }
+
+    /// `fi_poll_open`.
+    pub fn poll_set(&self, _attr: &PollAttr) -> Result<PollSet<S>> {
+        Ok(PollSet::new(self.inner.clone()))
+    }
+
+    /// `fi_query_atomic`: the most elements of `dt` one `op` may carry, or an error
+    /// when the combination is not supported.
+    pub fn query_atomic(&self, class: AtomicClass, op: AtomicOp, dt: Datatype) -> Result<usize> {
+        crate::atomic::valid_count(class, op, dt, MAX_ATOMIC_SIZE)
+    }
+
+    /// Runs one pass of the progress engine by hand (what CQ reads do under manual
+    /// progress). Returns the number of packets handled.
+    pub fn progress(&self) -> usize {
+        self.inner.progress()
+    }
+}
+
+/// How long an idle progress thread sleeps between passes when nothing rings.
+pub(crate) const AUTO_IDLE: Duration = Duration::from_millis(1);
+
+pub(crate) type WeakDomain<S> = Weak<DomainInner<S>>;

@@ -1,0 +1,37 @@
+//! The progress thread of [`Auto`](crate::Auto) progress.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::Ordering;
+
+use crate::config::Config;
+use crate::domain::{WeakDomain, AUTO_IDLE};
+use crate::error::Result;
+
+struct SendWeak<S: Config>(WeakDomain<S>);
+
+// SAFETY: a progress thread is only spawned for `Auto` stacks, whose lock family is
+// `Locked` (see `Progress::Locks` for `Auto`): every piece of mutable state reachable
+// from a domain is behind a mutex or an atomic, the provider's transport and peer types
+// are `Send + Sync` by the `Provider`/`Transport` bounds, and CQ entries are `Send`.
+// The generic code cannot name that fact as a bound, hence this assertion.
+unsafe impl<S: Config> Send for SendWeak<S> {}
+
+/// Spawns the thread; it exits by itself once the domain is gone.
+pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
+    let w = SendWeak(domain);
+    std::thread::Builder::new()
+        .name("fabric-progress".into())
+        .spawn(move || {
+            let w = w;
+            loop {
+                let Some(d) = w.0.upgrade() else { break };
+                let token = d.doorbell.prepare();
+                let n = d.progress();
+                if n == 0 && !d.has_trig.load(Ordering::Acquire) {
+                    let _ = d.doorbell.wait(token, Some(AUTO_IDLE));
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|_| crate::Error::NoMem)
+}
