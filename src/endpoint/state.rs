@@ -1,0 +1,214 @@
+//! Per-context state: what a transmit and a receive context hold.
+
+use std::sync::Arc;
+
+use crate::av::AvInner;
+use crate::cntr::CntrInner;
+use crate::config::{Config, LockOf};
+use crate::cq::CqInner;
+use crate::flags::{Caps, CqFlags};
+use crate::lock::Lock;
+use crate::matching::Matcher;
+use crate::mem::RawIov;
+use crate::types::{Context, FiAddr};
+
+use super::owned::OwnedTx;
+
+/// Default transmit/receive queue depth.
+pub const DEFAULT_QUEUE_SIZE: usize = 1024;
+/// Default `FI_OPT_MIN_MULTI_RECV`.
+pub const DEFAULT_MIN_MULTI_RECV: usize = 64;
+
+/// What an operation awaiting a response remembers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) ctx: Context,
+    pub(crate) flags: CqFlags,
+    pub(crate) len: usize,
+    pub(crate) result: RawIov,
+    pub(crate) want: bool,
+    pub(crate) cntr: CntrKind,
+    pub(crate) gen: u32,
+}
+
+/// Which transmit counter an operation increments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CntrKind {
+    Send,
+    Read,
+    Write,
+}
+
+/// Fixed-capacity table of pending operations; ids carry a generation so a stale or
+/// forged response id is ignored.
+pub(crate) struct PendingTable {
+    slots: Vec<Option<Pending>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl PendingTable {
+    pub(crate) fn new(cap: usize) -> Self {
+        PendingTable { slots: vec![None; cap], gens: vec![0; cap], free: (0..cap as u32).rev().collect() }
+    }
+
+    #[inline]
+    pub(crate) fn insert(&mut self, mut p: Pending) -> Option<u64> {
+        let i = self.free.pop()? as usize;
+        self.gens[i] = self.gens[i].wrapping_add(1);
+        p.gen = self.gens[i];
+        self.slots[i] = Some(p);
+        Some(((p.gen as u64) << 32) | i as u64)
+    }
+
+    #[inline]
+    pub(crate) fn take(&mut self, id: u64) -> Option<Pending> {
+        let i = (id as u32) as usize;
+        let slot = self.slots.get_mut(i)?;
+        match slot {
+            Some(p) if p.gen == (id >> 32) as u32 => {
+                let p = slot.take();
+                self.free.push(i as u32);
+                p
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn drain(&mut self) -> Vec<Pending> {
+        let mut v = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if let Some(p) = s.take() {
+                v.push(p);
+                self.free.push(i as u32);
+            }
+        }
+        v
+    }
+}
+
+/// Bindings shared by both directions.
+pub(crate) struct Bindings<S: Config> {
+    pub(crate) cq: Option<Arc<CqInner<S>>>,
+    pub(crate) selective: bool,
+}
+
+impl<S: Config> Default for Bindings<S> {
+    fn default() -> Self {
+        Bindings { cq: None, selective: false }
+    }
+}
+
+pub(crate) struct TxState<S: Config> {
+    pub(crate) enabled: bool,
+    pub(crate) caps: Caps,
+    pub(crate) bind: Bindings<S>,
+    pub(crate) cntr_send: Option<Arc<CntrInner<S>>>,
+    pub(crate) cntr_read: Option<Arc<CntrInner<S>>>,
+    pub(crate) cntr_write: Option<Arc<CntrInner<S>>>,
+    pub(crate) av: Option<Arc<AvInner<S>>>,
+    pub(crate) pending: PendingTable,
+    /// Operations held back by an `FI_FENCE` (and everything posted after it).
+    pub(crate) fenced: std::collections::VecDeque<OwnedTx>,
+    pub(crate) inject_size: usize,
+    pub(crate) max_msg_size: usize,
+}
+
+/// A posted receive.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PostedRecv {
+    pub(crate) iov: RawIov,
+    pub(crate) ctx: Context,
+    pub(crate) multi: bool,
+    pub(crate) consumed: usize,
+    pub(crate) want: bool,
+}
+
+/// A message that arrived before a matching receive.
+#[derive(Debug)]
+pub(crate) struct Unexp {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) data: Option<u64>,
+    pub(crate) tag: u64,
+    pub(crate) src: FiAddr,
+}
+
+pub(crate) struct RxState<S: Config> {
+    pub(crate) enabled: bool,
+    pub(crate) caps: Caps,
+    pub(crate) bind: Bindings<S>,
+    pub(crate) cntr_recv: Option<Arc<CntrInner<S>>>,
+    pub(crate) cntr_rem_read: Option<Arc<CntrInner<S>>>,
+    pub(crate) cntr_rem_write: Option<Arc<CntrInner<S>>>,
+    pub(crate) av: Option<Arc<AvInner<S>>>,
+    pub(crate) tagged: Matcher<PostedRecv, Unexp>,
+    pub(crate) msg: Matcher<PostedRecv, Unexp>,
+    pub(crate) size: usize,
+    pub(crate) min_multi_recv: usize,
+    /// Messages claimed with `FI_PEEK | FI_CLAIM`, by the claiming context.
+    pub(crate) claimed: Vec<(Context, Unexp)>,
+    /// Recycled unexpected-message buffers: no allocation in steady state.
+    pub(crate) pool: Vec<Vec<u8>>,
+}
+
+/// A transmit context (an endpoint's own, a scalable endpoint's, or a shared one).
+pub(crate) struct TxCtx<S: Config> {
+    pub(crate) state: LockOf<S, TxState<S>>,
+}
+
+/// A receive context.
+pub(crate) struct RxCtx<S: Config> {
+    pub(crate) state: LockOf<S, RxState<S>>,
+}
+
+impl<S: Config> TxCtx<S> {
+    pub(crate) fn new(caps: Caps, size: usize, inject_size: usize, max_msg_size: usize) -> Arc<Self> {
+        let size = if size == 0 { DEFAULT_QUEUE_SIZE } else { size };
+        Arc::new(TxCtx {
+            state: LockOf::<S, _>::new(TxState {
+                enabled: false,
+                caps,
+                bind: Bindings::default(),
+                cntr_send: None,
+                cntr_read: None,
+                cntr_write: None,
+                av: None,
+                pending: PendingTable::new(size),
+                fenced: Default::default(),
+                inject_size,
+                max_msg_size,
+            }),
+        })
+    }
+}
+
+impl<S: Config> RxCtx<S> {
+    pub(crate) fn new(caps: Caps, size: usize) -> Arc<Self> {
+        let size = if size == 0 { DEFAULT_QUEUE_SIZE } else { size };
+        Arc::new(RxCtx {
+            state: LockOf::<S, _>::new(RxState {
+                enabled: false,
+                caps,
+                bind: Bindings::default(),
+                cntr_recv: None,
+                cntr_rem_read: None,
+                cntr_rem_write: None,
+                av: None,
+                tagged: Matcher::with_capacity(size, size),
+                msg: Matcher::with_capacity(size, size),
+                size,
+                min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+                claimed: Vec::new(),
+                pool: Vec::new(),
+            }),
+        })
+    }
+}
