@@ -1,1 +1,674 @@
-//! (in progress)
+//! Wait objects: how a thread blocks until a CQ, counter or EQ has something for it
+//! (`FI_WAIT_*`, see `man 3 fi_cq`, `man 3 fi_poll`).
+//!
+//! A [`Waiter`] is shared (through `Arc`) by the objects that signal it and the
+//! threads that wait on it. The protocol is an event count, which has no lost
+//! wakeups:
+//!
+//! 1. `let t = waiter.prepare();` (snapshot of the signal sequence number)
+//! 2. re-check the condition (e.g. try to read the CQ); return if satisfied;
+//! 3. `waiter.wait(t, timeout)` returns at once if [`signal`](Waiter::signal) was
+//!    called after step 1, otherwise blocks until it is.
+//!
+//! [`signal`](Waiter::signal) runs once per completion, so with nobody waiting it
+//! costs one atomic read-modify-write (plus, for `FI_WAIT_FD`, one load while the
+//! fd is already signaled). The state word packs the sequence number (high 32 bits)
+//! with the number of threads blocked on the condition variable (low 32 bits), so
+//! that single `fetch_add` both publishes the signal and tells whether anyone needs
+//! a `notify`.
+//!
+//! Kinds:
+//! - `FI_WAIT_MUTEX_COND` (and `FI_WAIT_UNSPEC`, which resolves to it): `Mutex` + `Condvar`.
+//! - `FI_WAIT_FD`: a Linux `eventfd`, readable while signaled, for the application's
+//!   `epoll`; written at most once per [`clear`](Waiter::clear) cycle. One waiting
+//!   thread at a time blocks in `poll(2)` on it and drains it when woken; further
+//!   concurrent waiters use a condition variable, because a drain by one poller could
+//!   otherwise consume the readiness another poller is about to wait for.
+//! - `FI_WAIT_YIELD`: `sched_yield` polling of the sequence number.
+//! - `FI_WAIT_NONE`: signals are ignored and waits fail with `FI_ENOSYS`, like
+//!   `fi_cq_sread` on a CQ without a wait object.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::attr::WaitObj;
+use crate::error::{Error, Result};
+
+/// One signal in the state word: the sequence number lives in the high half.
+const SEQ_ONE: u64 = 1 << 32;
+/// The low half of the state word: threads registered on the condition variable.
+const WAITERS_MASK: u64 = SEQ_ONE - 1;
+
+#[inline(always)]
+const fn seq_of(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+/// A snapshot of a [`Waiter`]'s signal sequence, taken by [`Waiter::prepare`].
+///
+/// It only means something to the waiter that produced it. The sequence wraps
+/// after 2^32 signals; a wait is only confused if exactly a multiple of 2^32
+/// signals happen between `prepare` and the start of `wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitToken(u32);
+
+/// `Mutex` + `Condvar` pair; the mutex guards nothing but the check-then-sleep window.
+struct Cond {
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Cond {
+    fn new() -> Self {
+        Cond {
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Taking the lock orders this notify after any waiter's check-then-sleep
+    /// window, so a waiter that saw the old sequence is already asleep on `cv`.
+    fn notify(&self) {
+        drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner));
+        self.cv.notify_all();
+    }
+}
+
+/// The eventfd of an `FI_WAIT_FD` waiter.
+struct FdSignal {
+    /// Owns the eventfd (closed on drop); `File` gives safe `read`/`write` on it.
+    file: File,
+    /// True from the write that made the fd readable until the next drain, so
+    /// repeated signals do not repeat the `write` syscall.
+    signaled: AtomicBool,
+    /// True while one thread blocks in `poll(2)` on the fd (only that thread
+    /// drains the fd inside [`Waiter::wait`]).
+    poller: AtomicBool,
+}
+
+impl FdSignal {
+    fn new() -> Result<Self> {
+        // SAFETY: eventfd takes no pointers; the flags are valid constants.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        // SAFETY: `fd` was just returned by eventfd, is valid and owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(FdSignal {
+            file: File::from(owned),
+            signaled: AtomicBool::new(false),
+            poller: AtomicBool::new(false),
+        })
+    }
+
+    /// Makes the fd readable unless a previous signal already did.
+    #[inline]
+    fn raise(&self) {
+        // The load keeps the common "already signaled" case free of a locked RMW.
+        // Both are SeqCst: a drainer that stores `false` after this load read `true`
+        // is then guaranteed to see the sequence increment made before it.
+        if !self.signaled.load(SeqCst) && !self.signaled.swap(true, SeqCst) {
+            self.write();
+        }
+    }
+
+    #[cold]
+    fn write(&self) {
+        loop {
+            match (&self.file).write(&1u64.to_ne_bytes()) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // EAGAIN means the counter is saturated: the fd is readable anyway.
+                _ => return,
+            }
+        }
+    }
+
+    /// Consumes the fd's readiness; returns whether anything was pending.
+    ///
+    /// Read first, then reset the flag: a signal between the two finds the flag set
+    /// and skips its write, but the caller re-checks its condition after the drain,
+    /// and the sequence number (incremented before the flag test) shows the signal.
+    /// The other order could leave the flag set with the fd unreadable, so no later
+    /// signal would ever make it readable again.
+    fn drain(&self) -> bool {
+        let mut buf = [0u8; 8];
+        let consumed = loop {
+            match (&self.file).read(&mut buf) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Ok(8) => break true,
+                _ => break false,
+            }
+        };
+        self.signaled.store(false, SeqCst);
+        consumed
+    }
+
+    /// `poll(2)` for readability; `Ok(false)` on timeout or `EINTR` (the caller
+    /// re-checks the sequence and the deadline and polls again).
+    fn poll(&self, timeout_ms: i32) -> Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is a valid, exclusively borrowed pollfd array of length 1
+        // for the duration of the call; the fd stays open while `self` lives.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e.into())
+            };
+        }
+        Ok(n > 0 && pfd.revents & libc::POLLIN != 0)
+    }
+}
+
+/// Releases the poller role when a polling wait ends, however it ends.
+struct PollerRole<'a>(&'a AtomicBool);
+
+impl Drop for PollerRole<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, SeqCst);
+    }
+}
+
+/// Removes a condition-variable registration when a wait ends.
+struct Registration<'a>(&'a AtomicU64);
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A wait object (`FI_WAIT_*`): signaled by CQs, counters and EQs, waited on by
+/// `sread`, `fi_cntr_wait`, `fi_wait`. `Send + Sync`; share it through `Arc`.
+pub struct Waiter {
+    /// The resolved kind (never `Unspec` or `Set`).
+    kind: WaitObj,
+    /// Sequence number (high 32 bits) | condition-variable waiters (low 32 bits).
+    state: AtomicU64,
+    /// For `MutexCond`, and `Fd` waiters other than the poller.
+    cond: Option<Cond>,
+    /// For `Fd`.
+    fd: Option<FdSignal>,
+}
+
+impl fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.load(SeqCst);
+        f.debug_struct("Waiter")
+            .field("kind", &self.kind)
+            .field("seq", &seq_of(state))
+            .field("cond_waiters", &(state & WAITERS_MASK))
+            .field("fd", &self.fd())
+            .finish()
+    }
+}
+
+impl Waiter {
+    /// A wait object of `kind`.
+    ///
+    /// `WaitObj::Unspec` resolves to `MutexCond` (what [`kind`](Self::kind) then
+    /// reports). `WaitObj::Set` is `Err(Error::Inval)`: a wait set owns a `Waiter`
+    /// rather than being one. `Fd` may fail with the `eventfd(2)` error (e.g.
+    /// `Error::MFile`).
+    pub fn new(kind: WaitObj) -> Result<Self> {
+        let (kind, cond, fd) = match kind {
+            WaitObj::None => (WaitObj::None, None, None),
+            WaitObj::Unspec | WaitObj::MutexCond => (WaitObj::MutexCond, Some(Cond::new()), None),
+            WaitObj::Fd => (WaitObj::Fd, Some(Cond::new()), Some(FdSignal::new()?)),
+            WaitObj::Yield => (WaitObj::Yield, None, None),
+            WaitObj::Set => return Err(Error::Inval),
+        };
+        Ok(Waiter {
+            kind,
+            state: AtomicU64::new(0),
+            cond,
+            fd,
+        })
+    }
+
+    /// The kind of wait object (`Unspec` was resolved to `MutexCond`).
+    #[inline]
+    pub fn kind(&self) -> WaitObj {
+        self.kind
+    }
+
+    #[inline(always)]
+    fn seq(&self) -> u32 {
+        seq_of(self.state.load(SeqCst))
+    }
+
+    /// Takes a token before re-checking the wait condition; pass it to
+    /// [`wait`](Self::wait).
+    #[inline]
+    pub fn prepare(&self) -> WaitToken {
+        WaitToken(self.seq())
+    }
+
+    /// Blocks until [`signal`](Self::signal) has been called after the
+    /// [`prepare`](Self::prepare) that returned `token`, or until `timeout`
+    /// (`None`: forever).
+    ///
+    /// `Ok(())` when signaled (immediately if the signal already happened),
+    /// `Err(Error::Again)` on timeout (as `sread` returns `-FI_EAGAIN`),
+    /// `Err(Error::NoSys)` for `FI_WAIT_NONE`. Interrupted system calls are retried.
+    /// Spurious `Ok` returns are possible (e.g. a signal for another condition), so
+    /// callers loop: prepare, check, wait.
+    pub fn wait(&self, token: WaitToken, timeout: Option<Duration>) -> Result<()> {
+        // A timeout too large to represent is as good as forever.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        match (&self.kind, &self.fd, &self.cond) {
+            (WaitObj::None, _, _) => Err(Error::NoSys),
+            (WaitObj::Yield, _, _) => self.wait_yield(token, deadline),
+            (_, Some(fd), _) if !fd.poller.swap(true, SeqCst) => {
+                let _role = PollerRole(&fd.poller);
+                self.wait_poll(fd, token, deadline)
+            }
+            (_, _, Some(cond)) => self.wait_cond(cond, token, deadline),
+            // Unreachable by construction; still no panic.
+            _ => Err(Error::NoSys),
+        }
+    }
+
+    fn wait_yield(&self, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+        loop {
+            if self.seq() != token.0 {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::Again);
+            }
+            // sched_yield(2).
+            std::thread::yield_now();
+        }
+    }
+
+    fn wait_cond(&self, cond: &Cond, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+        // Register before the check: a signal ordered after this RMW sees the count
+        // and notifies; one ordered before it is visible in `prev`.
+        let prev = self.state.fetch_add(1, SeqCst);
+        let _reg = Registration(&self.state);
+        if seq_of(prev) != token.0 {
+            return Ok(());
+        }
+        let mut guard = cond.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.seq() != token.0 {
+                return Ok(());
+            }
+            guard = match deadline {
+                None => cond.cv.wait(guard).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Again);
+                    }
+                    cond.cv
+                        .wait_timeout(guard, d - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+    }
+
+    fn wait_poll(&self, fd: &FdSignal, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+        loop {
+            if self.seq() != token.0 {
+                return Ok(());
+            }
+            let timeout_ms = match deadline {
+                None => -1,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Again);
+                    }
+                    // Round up so poll never returns before the deadline.
+                    let ns = (d - now).as_nanos().div_ceil(1_000_000);
+                    i32::try_from(ns).unwrap_or(i32::MAX)
+                }
+            };
+            if fd.poll(timeout_ms)? {
+                // Either our signal (seen by the next check) or a stale one from
+                // before `prepare`; consuming it lets the next poll block.
+                fd.drain();
+            }
+        }
+    }
+
+    /// Wakes all threads waiting with tokens taken before this call.
+    ///
+    /// Cheap when nobody waits: one atomic `fetch_add`, plus for `FI_WAIT_FD` an
+    /// `eventfd` write only if the fd is not already signaled. A no-op for
+    /// `FI_WAIT_NONE`.
+    #[inline]
+    pub fn signal(&self) {
+        if self.kind == WaitObj::None {
+            return;
+        }
+        let prev = self.state.fetch_add(SEQ_ONE, SeqCst);
+        if let Some(fd) = &self.fd {
+            fd.raise();
+        }
+        if prev & WAITERS_MASK != 0 {
+            self.notify_waiters();
+        }
+    }
+
+    #[cold]
+    fn notify_waiters(&self) {
+        if let Some(cond) = &self.cond {
+            cond.notify();
+        }
+    }
+
+    /// For `FI_WAIT_FD`: the eventfd, readable while signaled (to add to the
+    /// application's `epoll`/`poll` set). `None` for other kinds.
+    ///
+    /// The protocol for the application is `clear()`, then check the queue, then
+    /// `epoll_wait`. A thread blocked in [`wait`](Self::wait) also consumes the
+    /// fd's readiness, as `fi_cq_sread` does in libfabric.
+    #[inline]
+    pub fn fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(|f| f.file.as_raw_fd())
+    }
+
+    /// Consumes a pending fd signal (a non-blocking drain of the eventfd), so the fd
+    /// is readable again only after the next [`signal`](Self::signal). Signals that
+    /// race with `clear` may be consumed: check the condition after clearing.
+    /// A no-op for other kinds.
+    pub fn clear(&self) {
+        if let Some(fd) = &self.fd {
+            // A thread blocked in `wait` may be about to poll for the readiness just
+            // consumed; give it back so that thread re-checks its sequence.
+            if fd.drain() && fd.poller.load(SeqCst) {
+                fd.write();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, Barrier};
+    use std::thread;
+
+    const KINDS: [WaitObj; 4] = [
+        WaitObj::Unspec,
+        WaitObj::MutexCond,
+        WaitObj::Fd,
+        WaitObj::Yield,
+    ];
+    /// Long enough never to expire in a passing test; a lost wakeup shows up as `Again`.
+    const LONG: Duration = Duration::from_secs(30);
+
+    fn readable(fd: RawFd) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is a valid pollfd array of length 1; timeout 0 never blocks.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        assert!(n >= 0);
+        n == 1 && pfd.revents & libc::POLLIN != 0
+    }
+
+    #[test]
+    fn construction_and_kinds() {
+        assert_eq!(Waiter::new(WaitObj::Set).unwrap_err(), Error::Inval);
+        assert_eq!(
+            Waiter::new(WaitObj::Unspec).unwrap().kind(),
+            WaitObj::MutexCond
+        );
+        for k in [
+            WaitObj::None,
+            WaitObj::MutexCond,
+            WaitObj::Fd,
+            WaitObj::Yield,
+        ] {
+            let w = Waiter::new(k).unwrap();
+            assert_eq!(w.kind(), k);
+            assert_eq!(w.fd().is_some(), k == WaitObj::Fd);
+            w.clear();
+            assert!(format!("{w:?}").contains("Waiter"));
+        }
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Waiter>();
+    }
+
+    #[test]
+    fn wait_none_rejected() {
+        let w = Waiter::new(WaitObj::None).unwrap();
+        let t = w.prepare();
+        w.signal();
+        assert_eq!(w.wait(t, None), Err(Error::NoSys));
+        assert_eq!(w.wait(t, Some(Duration::ZERO)), Err(Error::NoSys));
+    }
+
+    #[test]
+    fn signal_before_wait_returns_immediately() {
+        for k in KINDS {
+            let w = Waiter::new(k).unwrap();
+            let t = w.prepare();
+            w.signal();
+            assert_eq!(w.wait(t, Some(Duration::ZERO)), Ok(()), "{k:?}");
+            // Would hang if the signal were lost.
+            assert_eq!(w.wait(t, None), Ok(()), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn timeout_returns_again() {
+        for k in KINDS {
+            let w = Waiter::new(k).unwrap();
+            let t = w.prepare();
+            assert_eq!(w.wait(t, Some(Duration::ZERO)), Err(Error::Again), "{k:?}");
+            assert_eq!(
+                w.wait(t, Some(Duration::from_millis(20))),
+                Err(Error::Again),
+                "{k:?}"
+            );
+            // A signal from before `prepare` does not satisfy a later token.
+            w.signal();
+            let t = w.prepare();
+            assert_eq!(
+                w.wait(t, Some(Duration::from_millis(5))),
+                Err(Error::Again),
+                "{k:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn huge_timeout_is_forever_not_panic() {
+        for k in KINDS {
+            let w = Waiter::new(k).unwrap();
+            let t = w.prepare();
+            w.signal();
+            assert_eq!(w.wait(t, Some(Duration::MAX)), Ok(()), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn cross_thread_wake() {
+        for k in KINDS {
+            let w = Arc::new(Waiter::new(k).unwrap());
+            let ready = Arc::new(AtomicBool::new(false));
+            let (w2, r2) = (w.clone(), ready.clone());
+            let h = thread::spawn(move || -> Result<()> {
+                loop {
+                    let t = w2.prepare();
+                    if r2.load(SeqCst) {
+                        return Ok(());
+                    }
+                    w2.wait(t, Some(LONG))?;
+                }
+            });
+            thread::sleep(Duration::from_millis(20));
+            ready.store(true, SeqCst);
+            w.signal();
+            assert_eq!(h.join().unwrap(), Ok(()), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn one_signal_wakes_all_waiters() {
+        for k in KINDS {
+            let w = Arc::new(Waiter::new(k).unwrap());
+            let n = 4;
+            let barrier = Arc::new(Barrier::new(n + 1));
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    let (w, b) = (w.clone(), barrier.clone());
+                    thread::spawn(move || {
+                        let t = w.prepare();
+                        b.wait();
+                        w.wait(t, Some(LONG))
+                    })
+                })
+                .collect();
+            barrier.wait();
+            thread::sleep(Duration::from_millis(20));
+            w.signal();
+            for h in handles {
+                assert_eq!(h.join().unwrap(), Ok(()), "{k:?}");
+            }
+        }
+    }
+
+    /// Producer/consumer stress: every item is eventually seen without any wait
+    /// running into its (long) timeout, i.e. no lost wakeups.
+    #[test]
+    fn no_lost_wakeups_under_stress() {
+        const ITEMS: usize = 20_000;
+        for k in KINDS {
+            let w = Arc::new(Waiter::new(k).unwrap());
+            let produced = Arc::new(AtomicUsize::new(0));
+            let consumers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (w, p) = (w.clone(), produced.clone());
+                    thread::spawn(move || -> Result<usize> {
+                        let mut waits = 0usize;
+                        loop {
+                            let t = w.prepare();
+                            if p.load(SeqCst) >= ITEMS {
+                                return Ok(waits);
+                            }
+                            w.wait(t, Some(LONG))?;
+                            waits += 1;
+                        }
+                    })
+                })
+                .collect();
+            for i in 0..ITEMS {
+                produced.fetch_add(1, SeqCst);
+                w.signal();
+                if i % 1000 == 0 {
+                    thread::yield_now();
+                }
+            }
+            for h in consumers {
+                assert!(h.join().unwrap().is_ok(), "{k:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fd_readable_after_signal_not_after_clear() {
+        let w = Waiter::new(WaitObj::Fd).unwrap();
+        let fd = w.fd().unwrap();
+        assert!(!readable(fd));
+        w.signal();
+        assert!(readable(fd));
+        w.signal();
+        assert!(readable(fd));
+        w.clear();
+        assert!(!readable(fd));
+        // The next clear cycle signals again.
+        w.signal();
+        assert!(readable(fd));
+        w.clear();
+        assert!(!readable(fd));
+    }
+
+    #[test]
+    fn fd_written_once_per_clear_cycle() {
+        let w = Waiter::new(WaitObj::Fd).unwrap();
+        for _ in 0..1000 {
+            w.signal();
+        }
+        let mut buf = [0u8; 8];
+        let f = &w.fd.as_ref().unwrap().file;
+        assert_eq!((&*f).read(&mut buf).unwrap(), 8);
+        assert_eq!(u64::from_ne_bytes(buf), 1);
+    }
+
+    #[test]
+    fn fd_wait_drains() {
+        let w = Arc::new(Waiter::new(WaitObj::Fd).unwrap());
+        let fd = w.fd().unwrap();
+        let t = w.prepare();
+        let w2 = w.clone();
+        let h = thread::spawn(move || w2.wait(t, Some(LONG)));
+        thread::sleep(Duration::from_millis(20));
+        w.signal();
+        assert_eq!(h.join().unwrap(), Ok(()));
+        // The poller consumed the readiness: the fd does not stay readable.
+        assert!(!readable(fd));
+        // A stale readiness does not make a later wait spin or succeed falsely.
+        w.signal();
+        let t = w.prepare();
+        assert_eq!(
+            w.wait(t, Some(Duration::from_millis(10))),
+            Err(Error::Again)
+        );
+        assert!(!readable(fd));
+    }
+
+    #[test]
+    fn fd_clear_racing_with_waiter_loses_nothing() {
+        for _ in 0..50 {
+            let w = Arc::new(Waiter::new(WaitObj::Fd).unwrap());
+            let t = w.prepare();
+            let w2 = w.clone();
+            let h = thread::spawn(move || w2.wait(t, Some(LONG)));
+            thread::yield_now();
+            w.signal();
+            w.clear();
+            assert_eq!(h.join().unwrap(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn many_signals_without_waiters_do_not_block() {
+        for k in [
+            WaitObj::None,
+            WaitObj::MutexCond,
+            WaitObj::Fd,
+            WaitObj::Yield,
+        ] {
+            let w = Waiter::new(k).unwrap();
+            for _ in 0..1_000_000 {
+                w.signal();
+            }
+            if k != WaitObj::None {
+                assert_ne!(w.prepare(), WaitToken(0));
+            }
+        }
+    }
+}
