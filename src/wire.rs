@@ -76,8 +76,8 @@ pub struct Header {
     pub tx_idx: u16,
     /// Status of a response: 0 or a positive `FI_E*` code.
     pub status: u32,
-    /// Padding to keep the following fields 8-byte aligned.
-    pub reserved: u32,
+    /// Auxiliary length: bytes of target memory an atomic touches.
+    pub aux: u32,
     /// Initiator request id, echoed in responses.
     pub req: u64,
     /// Message tag.

@@ -1,0 +1,248 @@
+//! The receive data path: posting receives, matching arrivals, peek/claim/discard.
+
+use std::sync::Arc;
+
+use crate::cntr::CntrInner;
+use crate::config::Config;
+use crate::cq_format::Completion;
+use crate::error::{Error, Result};
+use crate::flags::{Caps, CqFlags, OpFlags};
+use crate::lock::Lock;
+use crate::matching::Matcher;
+use crate::provider::{Provider, Transport};
+use crate::ring::CqErrEntry;
+use crate::types::FiAddr;
+use crate::wire::{Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
+
+use super::owned::RxReq;
+use super::state::{Bindings, PostedRecv, RxState, Unexp};
+use super::EpInner;
+
+/// Most unexpected messages buffered per receive context before arrivals are held back
+/// in the transport (which then pushes back on senders).
+pub const MAX_UNEXPECTED: usize = 4096;
+
+impl<S: Config> EpInner<S> {
+    /// Posts a receive on receive context `rxi`.
+    #[inline]
+    pub(crate) fn post_rx(&self, rxi: usize, r: &RxReq, flags: OpFlags) -> Result<()> {
+        let rx = self.rx.get(rxi).ok_or(Error::Inval)?;
+        rx.state.with(|st| {
+            if !st.enabled {
+                return Err(Error::OpBadState);
+            }
+            let need = if r.tagged { Caps::TAGGED } else { Caps::MSG };
+            if !st.caps.contains(need) {
+                return Err(Error::OpNotSupp);
+            }
+            let src = if st.caps.contains(Caps::DIRECTED_RECV) { r.src } else { FiAddr::UNSPEC };
+            if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM) {
+                return peek_claim(st, r, src, flags);
+            }
+            let want = !st.bind.selective || flags.contains(OpFlags::COMPLETION);
+            if let Some(cq) = &st.bind.cq {
+                if !cq.has_room() {
+                    return Err(Error::Again);
+                }
+            }
+            let multi = flags.contains(OpFlags::MULTI_RECV);
+            if multi && r.tagged {
+                return Err(Error::BadFlags);
+            }
+            let RxState { bind, cntr_recv, tagged, msg, size, min_multi_recv, pool, .. } = st;
+            let m = if r.tagged { tagged } else { msg };
+            if m.posted_len() >= *size {
+                return Err(Error::Again);
+            }
+            let (tag, ignore) = if r.tagged { (r.tag, r.ignore) } else { (0, 0) };
+            let mut p = PostedRecv { iov: r.iov, ctx: r.ctx, multi, consumed: 0, want };
+            while let Some(uid) = m.match_unexpected(tag, ignore, src) {
+                let Some(u) = m.remove_unexpected(uid) else { break };
+                let done = complete_recv(bind, cntr_recv, &mut p, &u.buf, u.tag, u.data, u.src, r.tagged, *min_multi_recv);
+                pool.push(u.buf);
+                if done {
+                    return Ok(());
+                }
+            }
+            m.post(tag, ignore, src, p);
+            Ok(())
+        })
+    }
+
+    /// Delivers an arriving message. Returns `false` to leave it in the transport
+    /// (resource management: the CQ or the unexpected queue is full).
+    pub(crate) fn on_message(&self, hdr: &Header, src_name: &[u8], payload: &[u8]) -> bool {
+        let tagged = hdr.op == Op::Tagged as u8;
+        let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
+            self.reply_ack(hdr, src_name, Error::NoRx.code() as u32);
+            return true;
+        };
+        let data = (hdr.flags & HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data);
+        let accepted = rx.state.with(|st| {
+            if let Some(cq) = &st.bind.cq {
+                if !cq.has_room() {
+                    return false;
+                }
+            }
+            let src = if st.caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV) {
+                st.av.as_ref().map_or(FiAddr::NOTAVAIL, |av| av.reverse(src_name))
+            } else {
+                FiAddr::NOTAVAIL
+            };
+            let RxState { bind, cntr_recv, tagged: tq, msg, min_multi_recv, pool, .. } = st;
+            let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
+            let tag = if tagged { hdr.tag } else { 0 };
+            if let Some(pid) = m.match_posted(tag, src) {
+                if let Some(p) = m.posted_mut(pid) {
+                    if complete_recv(bind, cntr_recv, p, payload, hdr.tag, data, src, tagged, *min_multi_recv) {
+                        m.remove_posted(pid);
+                    }
+                }
+            } else {
+                if m.unexpected_len() >= MAX_UNEXPECTED {
+                    return false;
+                }
+                let mut buf = pool.pop().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(payload);
+                m.push_unexpected(tag, src, Unexp { buf, data, tag: hdr.tag, src });
+            }
+            true
+        });
+        if accepted && hdr.flags & HDR_ACK != 0 {
+            self.reply_ack(hdr, src_name, 0);
+        }
+        accepted
+    }
+
+    /// Sends an `Ack` with `status` for request `hdr` back to its initiator.
+    pub(crate) fn reply_ack(&self, hdr: &Header, src_name: &[u8], status: u32) {
+        if hdr.flags & HDR_ACK == 0 && matches!(Op::from_raw(hdr.op), Some(Op::Msg | Op::Tagged)) {
+            return;
+        }
+        self.reply(hdr, src_name, Op::Ack, status, &[]);
+    }
+
+    /// Sends a response to the initiator of `req`. Transports accept responses without
+    /// flow control: they are bounded by the initiator's transmit queue depth.
+    pub(crate) fn reply(&self, req: &Header, src_name: &[u8], op: Op, status: u32, payload: &[&[u8]]) {
+        let Ok(peer) = S::Provider::resolve(src_name) else { return };
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        let hdr = Header { op: op as u8, tx_idx: req.tx_idx, req: req.req, status, len: len as u64, ..Header::default() };
+        // A peer that vanished cannot take its answer; nothing else is waiting for it.
+        let _ = self.transport.send(&peer, &hdr, payload);
+    }
+}
+
+/// Copies an arrival into a posted receive and reports it. Returns whether the receive
+/// is finished (a multi-receive buffer stays posted while it has room).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn complete_recv<S: Config>(
+    bind: &Bindings<S>,
+    cntr: &Option<Arc<CntrInner<S>>>,
+    p: &mut PostedRecv,
+    payload: &[u8],
+    tag: u64,
+    data: Option<u64>,
+    src: FiAddr,
+    tagged: bool,
+    min_multi: usize,
+) -> bool {
+    let dst = if p.consumed > 0 { p.iov.advance(p.consumed) } else { p.iov };
+    // SAFETY: `dst` comes from a receive posted through an `unsafe` call whose contract
+    // keeps the buffers valid and unaliased until the receive completes.
+    let n = unsafe { dst.fill(&[payload]) };
+    p.consumed += n;
+    let mut flags = CqFlags::RECV | if tagged { CqFlags::TAGGED } else { CqFlags::MSG };
+    if data.is_some() {
+        flags |= CqFlags::REMOTE_CQ_DATA;
+    }
+    let truncated = n < payload.len();
+    let finished = truncated || !p.multi || p.iov.len() - p.consumed < min_multi;
+    if finished && p.multi {
+        flags |= CqFlags::MULTI_RECV;
+    }
+    let c = Completion { context: p.ctx, flags, len: n, buf: dst.base(), data: data.unwrap_or(0), tag };
+    if truncated {
+        if let Some(cq) = &bind.cq {
+            cq.complete_err(CqErrEntry {
+                context: c.context,
+                flags,
+                len: n,
+                buf: c.buf,
+                data: c.data,
+                tag,
+                olen: payload.len() - n,
+                err: Error::Trunc,
+                prov_errno: Error::Trunc.code(),
+                src,
+            });
+        }
+        if let Some(c) = cntr {
+            c.inc_err();
+        }
+    } else {
+        if p.want {
+            if let Some(cq) = &bind.cq {
+                cq.complete(&c, src);
+            }
+        }
+        if let Some(c) = cntr {
+            c.inc();
+        }
+    }
+    finished
+}
+
+/// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` on tagged receives.
+fn peek_claim<S: Config>(st: &mut RxState<S>, r: &RxReq, src: FiAddr, flags: OpFlags) -> Result<()> {
+    if !r.tagged {
+        return Err(Error::BadFlags);
+    }
+    let report = |st: &RxState<S>, u: &Unexp, len: usize| {
+        if let Some(cq) = &st.bind.cq {
+            let mut f = CqFlags::RECV | CqFlags::TAGGED;
+            if u.data.is_some() {
+                f |= CqFlags::REMOTE_CQ_DATA;
+            }
+            cq.complete(&Completion { context: r.ctx, flags: f, len, buf: 0, data: u.data.unwrap_or(0), tag: u.tag }, u.src);
+        }
+    };
+    if flags.contains(OpFlags::PEEK) {
+        let Some(uid) = st.tagged.match_unexpected(r.tag, r.ignore, src) else {
+            if let Some(cq) = &st.bind.cq {
+                let mut e = CqErrEntry::new(r.ctx, Error::NoMsg);
+                e.flags = CqFlags::RECV | CqFlags::TAGGED;
+                e.tag = r.tag;
+                cq.complete_err(e);
+            }
+            return Ok(());
+        };
+        if flags.contains(OpFlags::CLAIM) || flags.contains(OpFlags::DISCARD) {
+            let Some(u) = st.tagged.remove_unexpected(uid) else { return Err(Error::NoMsg) };
+            report(st, &u, u.buf.len());
+            if flags.contains(OpFlags::CLAIM) {
+                st.claimed.push((r.ctx, u));
+            } else {
+                st.pool.push(u.buf);
+            }
+        } else if let Some(u) = st.tagged.unexpected(uid) {
+            report(st, u, u.buf.len());
+        }
+        return Ok(());
+    }
+    // FI_CLAIM without FI_PEEK: receive (or discard) the message claimed with this context.
+    let pos = st.claimed.iter().position(|(c, _)| *c == r.ctx).ok_or(Error::NoMsg)?;
+    let (_, u) = st.claimed.remove(pos);
+    if flags.contains(OpFlags::DISCARD) {
+        report(st, &u, 0);
+        st.pool.push(u.buf);
+        return Ok(());
+    }
+    let mut p = PostedRecv { iov: r.iov, ctx: r.ctx, multi: false, consumed: 0, want: true };
+    let RxState { bind, cntr_recv, min_multi_recv, pool, .. } = st;
+    complete_recv(bind, cntr_recv, &mut p, &u.buf, u.tag, u.data, u.src, true, *min_multi_recv);
+    pool.push(u.buf);
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! The transmit data path: checks, completions, and responses to pending operations.
+
+use crate::cq_format::Completion;
+use crate::error::{Error, Result};
+use crate::flags::{Caps, CqFlags, OpFlags};
+use crate::mem::IOV_LIMIT;
+use crate::provider::Transport;
+use crate::ring::CqErrEntry;
+use crate::types::FiAddr;
+use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use crate::config::Config;
+use crate::lock::Lock;
+
+use super::owned::{OwnedTx, TxReq};
+use super::state::{CntrKind, Pending, TxState};
+use super::EpInner;
+
+impl<S: Config> EpInner<S> {
+    /// Posts a transmit operation on transmit context `txi`.
+    #[inline]
+    pub(crate) fn post_tx(&self, txi: usize, r: &TxReq<'_>, flags: OpFlags) -> Result<()> {
+        let tx = self.tx.get(txi).ok_or(Error::Inval)?;
+        tx.state.with(|st| {
+            if !st.enabled {
+                return Err(Error::OpBadState);
+            }
+            let need = match r.op {
+                Op::Msg => Caps::MSG,
+                Op::Tagged => Caps::TAGGED,
+                Op::Write | Op::ReadReq => Caps::RMA,
+                Op::Atomic => Caps::ATOMIC,
+                _ => return Err(Error::Inval),
+            };
+            if !st.caps.contains(need) {
+                return Err(Error::OpNotSupp);
+            }
+            if r.iov.len() > IOV_LIMIT {
+                return Err(Error::Inval);
+            }
+            let len = payload_len(r);
+            if len > st.max_msg_size || (flags.contains(OpFlags::INJECT) && len > st.inject_size) {
+                return Err(Error::MsgSize);
+            }
+            if !st.fenced.is_empty() || (flags.contains(OpFlags::FENCE) && st.pending.in_flight() > 0) {
+                if st.fenced.len() >= st.pending.capacity() {
+                    return Err(Error::Again);
+                }
+                st.fenced.push_back(OwnedTx::from_req(r, flags));
+                return Ok(());
+            }
+            self.transmit(st, txi, r, flags)
+        })
+    }
+
+    /// Sends a checked request and completes it at once unless it waits for a response.
+    #[inline]
+    fn transmit(&self, st: &mut TxState<S>, txi: usize, r: &TxReq<'_>, flags: OpFlags) -> Result<()> {
+        let want = !flags.contains(OpFlags::INJECT) && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+        let (cflags, ck) = completion_kind(r);
+        if want {
+            if let Some(cq) = &st.bind.cq {
+                if !cq.has_room() {
+                    return Err(Error::Again);
+                }
+            }
+        }
+        let len = payload_len(r);
+        let needs_resp = !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
+        let mut hdr = Header {
+            op: r.op as u8,
+            tx_idx: txi as u16,
+            tag: r.tag,
+            addr: r.rma.addr,
+            key: r.rma.key,
+            len: (len + r.compare.len()) as u64,
+            atomic_op: r.atomic.0,
+            datatype: r.atomic.1,
+            flags: r.atomic.2,
+            ..Header::default()
+        };
+        if let Some(d) = r.data {
+            hdr.flags |= HDR_REMOTE_CQ_DATA;
+            hdr.data = d;
+        }
+        match r.op {
+            Op::ReadReq => hdr.len = r.rma.len as u64,
+            Op::Atomic => hdr.aux = r.result.len().max(len) as u32,
+            _ => {}
+        }
+        if needs_resp {
+            let p = Pending {
+                ctx: r.ctx,
+                flags: cflags,
+                len: if r.op == Op::ReadReq { r.rma.len } else { len },
+                result: r.result,
+                want,
+                cntr: ck,
+                gen: 0,
+            };
+            hdr.req = st.pending.insert(p).ok_or(Error::Again)?;
+            if matches!(r.op, Op::Msg | Op::Tagged) {
+                hdr.flags |= HDR_ACK;
+            }
+        }
+        let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
+        let n = r.iov.len();
+        parts[..n].copy_from_slice(r.iov);
+        parts[n] = r.compare;
+        let res = match &st.av {
+            None => Err(Error::NoAv),
+            Some(av) => av.with_peer(r.dest, |peer, rx| {
+                hdr.rx_idx = rx as u16;
+                self.transport.send(peer, &hdr, &parts[..=n])
+            }),
+        };
+        if let Err(e) = res {
+            if needs_resp {
+                st.pending.take(hdr.req);
+            }
+            return Err(e);
+        }
+        if !needs_resp {
+            if want {
+                if let Some(cq) = &st.bind.cq {
+                    cq.complete(&Completion { context: r.ctx, flags: cflags, len, ..Completion::default() }, FiAddr::NOTAVAIL);
+                }
+            }
+            if let Some(c) = st.cntr(ck) {
+                c.inc();
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.
+    pub(crate) fn on_response(&self, hdr: &Header, payload: &[u8]) {
+        let Some(tx) = self.tx.get(hdr.tx_idx as usize) else { return };
+        tx.state.with(|st| {
+            // Unknown or stale ids (a confused or malicious peer) are ignored.
+            let Some(p) = st.pending.take(hdr.req) else { return };
+            let mut status = hdr.status;
+            if status == 0 && hdr.op != Op::Ack as u8 {
+                if payload.len() != p.result.len() {
+                    status = Error::Io.code() as u32;
+                } else {
+                    // SAFETY: `p.result` was recorded by an `unsafe` read/fetch call whose
+                    // contract keeps the buffers valid and unaliased until completion.
+                    unsafe { p.result.fill(&[payload]) };
+                }
+            }
+            if status == 0 {
+                if p.want {
+                    if let Some(cq) = &st.bind.cq {
+                        cq.complete(&Completion { context: p.ctx, flags: p.flags, len: p.len, ..Completion::default() }, FiAddr::NOTAVAIL);
+                    }
+                }
+                if let Some(c) = st.cntr(p.cntr) {
+                    c.inc();
+                }
+            } else {
+                let err = Error::from_code(status as i32);
+                if let Some(cq) = &st.bind.cq {
+                    let mut e = CqErrEntry::new(p.ctx, err);
+                    e.flags = p.flags;
+                    e.prov_errno = status as i32;
+                    cq.complete_err(e);
+                }
+                if let Some(c) = st.cntr(p.cntr) {
+                    c.inc_err();
+                }
+            }
+            self.flush_fenced(st, hdr.tx_idx as usize);
+        });
+    }
+
+    /// Sends operations held back by a fence once nothing before them is in flight.
+    pub(crate) fn flush_fenced(&self, st: &mut TxState<S>, txi: usize) {
+        while let Some(front) = st.fenced.front() {
+            if front.flags.contains(OpFlags::FENCE) && st.pending.in_flight() > 0 {
+                return;
+            }
+            let Some(o) = st.fenced.pop_front() else { return };
+            let iov = [&o.payload[..]];
+            let req = TxReq {
+                op: o.op,
+                iov: if o.op == Op::ReadReq { &[] } else { &iov },
+                compare: &o.compare,
+                result: o.result,
+                dest: o.dest,
+                tag: o.tag,
+                data: o.data,
+                rma: o.rma,
+                atomic: o.atomic,
+                ctx: o.ctx,
+            };
+            match self.transmit(st, txi, &req, o.flags) {
+                Ok(()) => {}
+                Err(Error::Again) => {
+                    st.fenced.push_front(o);
+                    return;
+                }
+                Err(e) => {
+                    let (f, ck) = completion_kind(&req);
+                    if let Some(cq) = &st.bind.cq {
+                        let mut ee = CqErrEntry::new(o.ctx, e);
+                        ee.flags = f;
+                        cq.complete_err(ee);
+                    }
+                    if let Some(c) = st.cntr(ck) {
+                        c.inc_err();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<S: Config> TxState<S> {
+    #[inline]
+    pub(crate) fn cntr(&self, k: CntrKind) -> Option<&std::sync::Arc<crate::cntr::CntrInner<S>>> {
+        match k {
+            CntrKind::Send => self.cntr_send.as_ref(),
+            CntrKind::Read => self.cntr_read.as_ref(),
+            CntrKind::Write => self.cntr_write.as_ref(),
+        }
+    }
+}
+
+#[inline]
+fn payload_len(r: &TxReq<'_>) -> usize {
+    match r.iov {
+        [] => 0,
+        [one] => one.len(),
+        many => many.iter().map(|s| s.len()).sum(),
+    }
+}
+
+#[inline]
+pub(crate) fn completion_kind(r: &TxReq<'_>) -> (CqFlags, CntrKind) {
+    match r.op {
+        Op::Tagged => (CqFlags::SEND | CqFlags::TAGGED, CntrKind::Send),
+        Op::Write => (CqFlags::RMA | CqFlags::WRITE, CntrKind::Write),
+        Op::ReadReq => (CqFlags::RMA | CqFlags::READ, CntrKind::Read),
+        Op::Atomic if r.atomic.2 & (HDR_FETCH | HDR_COMPARE) != 0 => (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read),
+        Op::Atomic => (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write),
+        _ => (CqFlags::SEND | CqFlags::MSG, CntrKind::Send),
+    }
+}
