@@ -31,7 +31,11 @@ pub(crate) struct AvInner<S: Config> {
 impl<S: Config> AvInner<S> {
     /// Resolves `addr` (rx bits included) and runs `f` on the peer and the rx index.
     #[inline]
-    pub(crate) fn with_peer<R>(&self, addr: FiAddr, f: impl FnOnce(&Peer<S>, u32) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_peer<R>(
+        &self,
+        addr: FiAddr,
+        f: impl FnOnce(&Peer<S>, u32) -> Result<R>,
+    ) -> Result<R> {
         let (base, rx) = addr.split_rx(self.rx_ctx_bits);
         self.state.with(|st| {
             let peer = st.table.get(base)?;
@@ -42,7 +46,8 @@ impl<S: Config> AvInner<S> {
     /// The address of the peer with raw address `name`, for `FI_SOURCE`.
     #[inline]
     pub(crate) fn reverse(&self, name: &[u8]) -> FiAddr {
-        self.state.with(|st| st.table.reverse(name).unwrap_or(FiAddr::NOTAVAIL))
+        self.state
+            .with(|st| st.table.reverse(name).unwrap_or(FiAddr::NOTAVAIL))
     }
 }
 
@@ -54,7 +59,10 @@ pub struct AddressVector<S: Config> {
 
 impl<S: Config> Clone for AddressVector<S> {
     fn clone(&self) -> Self {
-        AddressVector { inner: self.inner.clone(), read_only: self.read_only }
+        AddressVector {
+            inner: self.inner.clone(),
+            read_only: self.read_only,
+        }
     }
 }
 
@@ -67,7 +75,9 @@ impl<S: Config> AddressVector<S> {
         if let Some(name) = attr.name {
             let existing = domain.fabric.named_avs.with(|m| {
                 m.retain(|(_, w)| w.strong_count() > 0);
-                m.iter().find(|(n, _)| n == name).and_then(|(_, w)| w.upgrade())
+                m.iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, w)| w.upgrade())
             });
             match existing {
                 Some(inner) => {
@@ -81,13 +91,19 @@ impl<S: Config> AddressVector<S> {
             }
         }
         let inner = Arc::new(AvInner {
-            state: LockOf::<S, _>::new(AvState { table: AvTable::new(attr.count), eq: None }),
+            state: LockOf::<S, _>::new(AvState {
+                table: AvTable::new(attr.count),
+                eq: None,
+            }),
             rx_ctx_bits: attr.rx_ctx_bits,
             name: attr.name.map(str::to_owned),
             async_events: attr.flags & FI_EVENT != 0,
         });
         if let Some(name) = attr.name {
-            domain.fabric.named_avs.with(|m| m.push((name.to_owned(), Arc::downgrade(&inner))));
+            domain
+                .fabric
+                .named_avs
+                .with(|m| m.push((name.to_owned(), Arc::downgrade(&inner))));
         }
         Ok(AddressVector { inner, read_only })
     }
@@ -113,7 +129,12 @@ impl<S: Config> AddressVector<S> {
     /// `FI_EVENT`, completion is reported on the bound EQ as `FI_AV_COMPLETE` with the
     /// number inserted in `data` and an error event per failed index; the addresses are
     /// still returned.
-    pub fn insert_many(&self, names: &[&[u8]], flags: u64, context: Context) -> Result<Vec<FiAddr>> {
+    pub fn insert_many(
+        &self,
+        names: &[&[u8]],
+        flags: u64,
+        context: Context,
+    ) -> Result<Vec<FiAddr>> {
         if self.read_only {
             return Err(Error::Perm);
         }
@@ -132,9 +153,19 @@ impl<S: Config> AddressVector<S> {
             }
         }
         if self.inner.async_events {
-            let eq = self.inner.state.with(|st| st.eq.clone()).ok_or(Error::NoEq)?;
+            let eq = self
+                .inner
+                .state
+                .with(|st| st.eq.clone())
+                .ok_or(Error::NoEq)?;
             for (i, e) in &errs {
-                eq.post_err(EqErrEntry { fid_context: Context::NULL, context, data: *i as u64, err: *e, prov_errno: e.code() });
+                eq.post_err(EqErrEntry {
+                    fid_context: Context::NULL,
+                    context,
+                    data: *i as u64,
+                    err: *e,
+                    prov_errno: e.code(),
+                });
             }
             eq.post(EqEntry {
                 event: EqEvent::AvComplete,
@@ -169,7 +200,9 @@ impl<S: Config> AddressVector<S> {
     /// `fi_av_lookup`: the raw address of a peer.
     pub fn lookup(&self, addr: FiAddr) -> Result<Vec<u8>> {
         let (base, _) = addr.split_rx(self.inner.rx_ctx_bits);
-        self.inner.state.with(|st| st.table.lookup(base).map(<[u8]>::to_vec))
+        self.inner
+            .state
+            .with(|st| st.table.lookup(base).map(<[u8]>::to_vec))
     }
 
     /// `fi_av_straddr`: a printable form of a raw address.

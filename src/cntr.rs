@@ -69,12 +69,18 @@ pub struct Counter<S: Config> {
 
 impl<S: Config> Clone for Counter<S> {
     fn clone(&self) -> Self {
-        Counter { inner: self.inner.clone() }
+        Counter {
+            inner: self.inner.clone(),
+        }
     }
 }
 
 impl<S: Config> Counter<S> {
-    pub(crate) fn open(domain: &Arc<DomainInner<S>>, attr: &CntrAttr, wait_set: Option<Arc<Waiter>>) -> Result<Counter<S>> {
+    pub(crate) fn open(
+        domain: &Arc<DomainInner<S>>,
+        attr: &CntrAttr,
+        wait_set: Option<Arc<Waiter>>,
+    ) -> Result<Counter<S>> {
         let waiter = match attr.wait_obj {
             WaitObj::None => None,
             WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
@@ -171,9 +177,5 @@ impl<S: Config> Counter<S> {
     /// The `FI_WAIT_FD` descriptor, if any.
     pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.waiter.as_ref().and_then(|w| w.fd())
-    }
-
-    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
-        self.inner.waiter.as_ref()
     }
 }

@@ -1,7 +1,7 @@
 //! The five type parameters and the [`Stack`] that combines them.
 //!
 //! ```
-//! use fabric::{Stack, ThreadDomain, Manual, CqTagged, Table, Config};
+//! use fabric::{Stack, ThreadDomain, Manual, CqTagged, Table, Config, Threading};
 //! use fabric_loopback::Loopback;
 //! type Net = Stack<Loopback, ThreadDomain, Manual, CqTagged, Table>;
 //! assert_eq!(<Net as Config>::Threading::LEVEL, fabric::attr::ThreadingLevel::Domain);

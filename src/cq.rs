@@ -67,11 +67,15 @@ impl<S: Config> CqInner<S> {
     /// Whether new operations may be posted against this CQ (resource management).
     #[inline]
     pub(crate) fn has_room(&self) -> bool {
-        !self.rm_enabled || self.state.with(|st| st.overflow.is_empty() && !st.ring.is_full())
+        !self.rm_enabled
+            || self
+                .state
+                .with(|st| st.overflow.is_empty() && !st.ring.is_full())
     }
 
     fn pending(&self) -> usize {
-        self.state.with(|st| st.ring.len() + st.overflow.len() + st.ring.err_len())
+        self.state
+            .with(|st| st.ring.len() + st.overflow.len() + st.ring.err_len())
     }
 
     #[inline]
@@ -106,7 +110,11 @@ impl<S: Config> Cq<S> {
         attr: &CqAttr,
         wait_set: Option<Arc<Waiter>>,
     ) -> Result<Cq<S>> {
-        let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
+        let size = if attr.size == 0 {
+            DEFAULT_CQ_SIZE
+        } else {
+            attr.size
+        };
         let waiter = match attr.wait_obj {
             WaitObj::None => None,
             WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
@@ -160,7 +168,12 @@ impl<S: Config> Cq<S> {
 
     /// `fi_cq_sread`: blocks until at least one completion (or, with the threshold wait
     /// condition, `threshold` of them) or the timeout (`Err(Again)`), then reads.
-    pub fn sread(&self, out: &mut [Entry<S>], threshold: usize, timeout: Option<Duration>) -> Result<usize> {
+    pub fn sread(
+        &self,
+        out: &mut [Entry<S>],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
         self.wait_until(threshold, timeout)?;
         self.read(out)
     }
@@ -181,14 +194,20 @@ impl<S: Config> Cq<S> {
         if self.inner.waiter.is_none() {
             return Err(Error::NoSys);
         }
-        let want = if self.inner.wait_cond == CqWaitCond::Threshold { threshold.max(1) } else { 1 };
+        let want = if self.inner.wait_cond == CqWaitCond::Threshold {
+            threshold.max(1)
+        } else {
+            1
+        };
         let deadline = timeout.map(|t| Instant::now() + t);
         let dom = &self.inner.domain;
         loop {
             let token_cq = self.inner.waiter.as_ref().map(|w| w.prepare());
             let token_dom = dom.doorbell.prepare();
             self.progress();
-            if self.inner.pending() >= want || self.inner.state.with(|st| st.ring.has_err() || st.overrun) {
+            if self.inner.pending() >= want
+                || self.inner.state.with(|st| st.ring.has_err() || st.overrun)
+            {
                 return Ok(());
             }
             if self.inner.signaled.swap(false, Ordering::AcqRel) {
@@ -206,7 +225,9 @@ impl<S: Config> Cq<S> {
             };
             // With manual progress arrivals ring the domain doorbell; with auto progress
             // the progress thread writes entries and rings the CQ's own waiter.
-            let slice = left.map_or(Duration::from_millis(5), |l| l.min(Duration::from_millis(5)));
+            let slice = left.map_or(Duration::from_millis(5), |l| {
+                l.min(Duration::from_millis(5))
+            });
             if <S::Progress as Progress>::AUTO {
                 if let (Some(w), Some(t)) = (&self.inner.waiter, token_cq) {
                     let _ = w.wait(t, Some(slice));
@@ -250,14 +271,12 @@ impl<S: Config> Cq<S> {
     pub fn strerror(&self, e: &CqErrEntry) -> &'static str {
         e.strerror()
     }
-
-    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
-        self.inner.waiter.as_ref()
-    }
 }
 
 impl<S: Config> Clone for Cq<S> {
     fn clone(&self) -> Self {
-        Cq { inner: self.inner.clone() }
+        Cq {
+            inner: self.inner.clone(),
+        }
     }
 }

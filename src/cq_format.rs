@@ -120,7 +120,9 @@ impl CqFormat for CqContext {
     type Entry = CqEntry;
     #[inline(always)]
     fn make(c: &Completion) -> CqEntry {
-        CqEntry { op_context: c.context }
+        CqEntry {
+            op_context: c.context,
+        }
     }
 }
 impl CqFormat for CqMsg {
@@ -128,7 +130,11 @@ impl CqFormat for CqMsg {
     type Entry = CqMsgEntry;
     #[inline(always)]
     fn make(c: &Completion) -> CqMsgEntry {
-        CqMsgEntry { op_context: c.context, flags: c.flags, len: c.len }
+        CqMsgEntry {
+            op_context: c.context,
+            flags: c.flags,
+            len: c.len,
+        }
     }
 }
 impl CqFormat for CqData {
@@ -136,7 +142,13 @@ impl CqFormat for CqData {
     type Entry = CqDataEntry;
     #[inline(always)]
     fn make(c: &Completion) -> CqDataEntry {
-        CqDataEntry { op_context: c.context, flags: c.flags, len: c.len, buf: c.buf, data: c.data }
+        CqDataEntry {
+            op_context: c.context,
+            flags: c.flags,
+            len: c.len,
+            buf: c.buf,
+            data: c.data,
+        }
     }
 }
 impl CqFormat for CqTagged {

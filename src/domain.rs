@@ -4,12 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
+use crate::attr::WaitObj;
 use crate::attr::{AvAttr, CntrAttr, CqAttr, EqAttr, MrAttr, PollAttr, WaitAttr};
 use crate::av::{AddressVector, NamedAvs};
 use crate::cntr::{CntrInner, Counter};
 use crate::config::{Config, LockOf, Progress, Threading};
 use crate::cq::Cq;
-use crate::endpoint::{EpInner, Endpoint, ScalableEndpoint, SharedRx, SharedTx};
+use crate::endpoint::{Endpoint, EpInner, ScalableEndpoint, SharedRx, SharedTx};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
 use crate::info::{self, Hints, Info};
@@ -19,8 +21,6 @@ use crate::mr_table::MrTable;
 use crate::provider::Provider;
 use crate::wait::{PollSet, WaitSet};
 use crate::waitobj::Waiter;
-use crate::attr::WaitObj;
-use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 
 /// Largest atomic operation in bytes (`max_atomic_size` reported by the valid queries).
 pub const MAX_ATOMIC_SIZE: usize = 4096;
@@ -62,10 +62,16 @@ pub struct Fabric<S: Config> {
 impl<S: Config> Fabric<S> {
     /// `fi_fabric`: opens the fabric an `Info` from [`getinfo`] describes.
     pub fn open(info: &Info) -> Result<Self> {
-        if !info.fabric_attr.prov_name.is_empty() && info.fabric_attr.prov_name != S::Provider::NAME {
+        if !info.fabric_attr.prov_name.is_empty() && info.fabric_attr.prov_name != S::Provider::NAME
+        {
             return Err(Error::NoDev);
         }
-        Ok(Fabric { inner: Arc::new(FabricInner { info: info.clone(), named_avs: LockOf::<S, _>::new(Vec::new()) }) })
+        Ok(Fabric {
+            inner: Arc::new(FabricInner {
+                info: info.clone(),
+                named_avs: LockOf::<S, _>::new(Vec::new()),
+            }),
+        })
     }
 
     /// `fi_domain`: opens a domain.
@@ -105,7 +111,9 @@ impl<S: Config> DomainInner<S> {
     /// triggered operations whose counters reached their thresholds.
     #[inline]
     pub(crate) fn progress(&self) -> usize {
-        let n = self.eps.with(|eps| eps.iter().map(|ep| ep.progress()).sum());
+        let n = self
+            .eps
+            .with(|eps| eps.iter().map(|ep| ep.progress()).sum());
         if self.has_trig.load(Ordering::Acquire) {
             self.run_triggers();
         }
@@ -201,7 +209,14 @@ impl<S: Config> Domain<S> {
 
     /// `fi_cq_open` with `FI_WAIT_SET`: the CQ signals `set`.
     pub fn cq_in_set(&self, attr: &CqAttr, set: &WaitSet<S>) -> Result<Cq<S>> {
-        let cq = Cq::open(&self.inner, &CqAttr { wait_obj: WaitObj::Set, ..*attr }, Some(set.waiter().clone()))?;
+        let cq = Cq::open(
+            &self.inner,
+            &CqAttr {
+                wait_obj: WaitObj::Set,
+                ..*attr
+            },
+            Some(set.waiter().clone()),
+        )?;
         set.attach_cq(&cq);
         Ok(cq)
     }
@@ -213,7 +228,14 @@ impl<S: Config> Domain<S> {
 
     /// `fi_cntr_open` with `FI_WAIT_SET`.
     pub fn cntr_in_set(&self, attr: &CntrAttr, set: &WaitSet<S>) -> Result<Counter<S>> {
-        let c = Counter::open(&self.inner, &CntrAttr { wait_obj: WaitObj::Set, ..*attr }, Some(set.waiter().clone()))?;
+        let c = Counter::open(
+            &self.inner,
+            &CntrAttr {
+                wait_obj: WaitObj::Set,
+                ..*attr
+            },
+            Some(set.waiter().clone()),
+        )?;
         set.attach_cntr(&c);
         Ok(c)
     }
@@ -235,12 +257,20 @@ impl<S: Config> Domain<S> {
     }
 
     /// `fi_mr_regv`: registers several buffers as one region.
-    pub fn mr_regv<'a>(&self, bufs: Vec<&'a mut [u8]>, attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
+    pub fn mr_regv<'a>(
+        &self,
+        bufs: Vec<&'a mut [u8]>,
+        attr: &MrAttr,
+    ) -> Result<MemoryRegion<'a, S>> {
         MemoryRegion::register(&self.inner, bufs, attr)
     }
 
     /// `fi_mr_regattr`.
-    pub fn mr_regattr<'a>(&self, bufs: Vec<&'a mut [u8]>, attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
+    pub fn mr_regattr<'a>(
+        &self,
+        bufs: Vec<&'a mut [u8]>,
+        attr: &MrAttr,
+    ) -> Result<MemoryRegion<'a, S>> {
         MemoryRegion::register(&self.inner, bufs, attr)
     }
 

@@ -53,13 +53,23 @@ pub struct EventQueue<S: Config> {
 
 impl<S: Config> Clone for EventQueue<S> {
     fn clone(&self) -> Self {
-        EventQueue { inner: self.inner.clone() }
+        EventQueue {
+            inner: self.inner.clone(),
+        }
     }
 }
 
 impl<S: Config> EventQueue<S> {
-    pub(crate) fn open(attr: &EqAttr, domain: Option<Arc<DomainInner<S>>>, wait_set: Option<Arc<Waiter>>) -> Result<Self> {
-        let size = if attr.size == 0 { DEFAULT_EQ_SIZE } else { attr.size };
+    pub(crate) fn open(
+        attr: &EqAttr,
+        domain: Option<Arc<DomainInner<S>>>,
+        wait_set: Option<Arc<Waiter>>,
+    ) -> Result<Self> {
+        let size = if attr.size == 0 {
+            DEFAULT_EQ_SIZE
+        } else {
+            attr.size
+        };
         let waiter = match attr.wait_obj {
             WaitObj::None => None,
             WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
@@ -123,9 +133,5 @@ impl<S: Config> EventQueue<S> {
     /// The `FI_WAIT_FD` descriptor, if any.
     pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.waiter.as_ref().and_then(|w| w.fd())
-    }
-
-    pub(crate) fn waiter(&self) -> Option<&Arc<Waiter>> {
-        self.inner.waiter.as_ref()
     }
 }

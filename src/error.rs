@@ -201,7 +201,14 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for e in [Error::Again, Error::Trunc, Error::Canceled, Error::NoRx, Error::Avail, Error::Access] {
+        for e in [
+            Error::Again,
+            Error::Trunc,
+            Error::Canceled,
+            Error::NoRx,
+            Error::Avail,
+            Error::Access,
+        ] {
             assert_eq!(Error::from_code(e.code()), e);
             assert_eq!(Error::from_code(-e.code()), e);
         }

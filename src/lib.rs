@@ -1,4 +1,41 @@
-//! `fabric`: the OFI/libfabric programming model with the whole stack chosen at compile time.
+//! `fabric`: the OFI/libfabric programming model with the whole stack chosen at
+//! compile time.
+//!
+//! Provider, threading level, progress model, CQ format and AV type are the five type
+//! parameters of a [`Stack`]; every object is generic over it, so a data-transfer call
+//! monomorphizes into the provider's code with no vtable and no run-time test of a
+//! choice the types already made.
+//!
+//! ```
+//! use fabric::prelude::*;
+//! use fabric_loopback::Loopback;
+//!
+//! type Net = Stack<Loopback>; // ThreadDomain, Manual, CqTagged, Table
+//! let info = getinfo::<Net>(Some(&Hints::new().caps(Caps::TAGGED).ep_type(EpType::Rdm))).unwrap().remove(0);
+//! let fabric = Fabric::<Net>::open(&info).unwrap();
+//! let domain = fabric.domain(&info).unwrap();
+//! let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
+//! let av = domain.av(&AvAttr::DEFAULT).unwrap();
+//! let ep = domain.endpoint(&info).unwrap();
+//! ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+//! ep.bind_av(&av).unwrap();
+//! ep.enable().unwrap();
+//! let me = av.insert(&ep.name()).unwrap();
+//!
+//! let mut buf = [0u8; 5];
+//! // SAFETY: `buf` outlives the receive, which completes below before it is read.
+//! unsafe { ep.trecv(&mut buf, FiAddr::UNSPEC, 7, 0, Context(1)).unwrap() };
+//! ep.tinject(b"hello", me, 7).unwrap();
+//! let mut entries = [CqTaggedEntry::default(); 4];
+//! let n = loop {
+//!     match cq.read(&mut entries) {
+//!         Ok(n) => break n,
+//!         Err(Error::Again) => continue,
+//!         Err(e) => panic!("{e}"),
+//!     }
+//! };
+//! assert_eq!((n, entries[0].tag, &buf), (1, 7, b"hello"));
+//! ```
 #![deny(unsafe_code)]
 
 pub mod attr;
@@ -8,16 +45,63 @@ pub mod types;
 
 #[allow(unsafe_code)]
 pub mod atomic;
+pub mod av;
 pub mod av_table;
 pub mod av_type;
+pub mod cntr;
+pub mod config;
+pub mod cq;
+pub mod cq_format;
+pub mod domain;
+pub mod endpoint;
+pub mod eq;
 pub mod eventq;
 pub mod info;
+pub mod lock;
 pub mod matching;
+pub mod mem;
+pub mod mr;
 pub mod mr_table;
+mod progress_thread;
+pub mod provider;
 pub mod ring;
+pub mod wait;
 #[allow(unsafe_code)]
 pub mod waitobj;
+pub mod wire;
 
-pub use error::{Error, Result};
+pub use atomic::{AtomicClass, AtomicOp, Datatype};
+pub use av::AddressVector;
 pub use av_type::{AvType, Map, Table};
+pub use cntr::Counter;
+pub use config::{
+    Auto, Config, DefaultStack, Manual, Progress, SafeStack, Stack, ThreadCompletion, ThreadDomain,
+    ThreadEndpoint, ThreadSafe, Threading,
+};
+pub use cq::Cq;
+pub use cq_format::{
+    Completion, CqContext, CqData, CqDataEntry, CqEntry, CqFormat, CqMsg, CqMsgEntry, CqTagged,
+    CqTaggedEntry,
+};
+pub use domain::{getinfo, Domain, Fabric};
+pub use endpoint::{
+    AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, RmaIov, RmaMsg, RmaMsgMut, RxContext,
+    ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,
+};
+pub use eq::EventQueue;
+pub use error::{Error, Result};
+pub use eventq::{EqEntry, EqErrEntry, EqEvent};
+pub use info::{Hints, Info};
+pub use mr::{MemoryRegion, MrDesc};
+pub use provider::{Provider, Transport};
+pub use ring::CqErrEntry;
 pub use types::{Context, FiAddr, MrKey};
+pub use wait::{trywait, PollSet, WaitSet, Waitable};
+
+/// Everything an application usually needs, in one import.
+pub mod prelude {
+    pub use crate::attr::*;
+    pub use crate::flags::*;
+    pub use crate::*;
+    pub use const_default::ConstDefault;
+}

@@ -67,7 +67,10 @@ impl<X> Lock<X> for Unsync<X> {
     fn with<R>(&self, f: impl FnOnce(&mut X) -> R) -> R {
         #[cfg(debug_assertions)]
         {
-            assert!(!self.busy.replace(true), "re-entrant access to unlocked fabric state");
+            assert!(
+                !self.busy.replace(true),
+                "re-entrant access to unlocked fabric state"
+            );
             struct Reset<'a>(&'a core::cell::Cell<bool>);
             impl Drop for Reset<'_> {
                 fn drop(&mut self) {

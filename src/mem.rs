@@ -21,7 +21,10 @@ pub struct RawIov {
 
 impl RawIov {
     /// An empty list.
-    pub const EMPTY: RawIov = RawIov { segs: [(0, 0); IOV_LIMIT], n: 0 };
+    pub const EMPTY: RawIov = RawIov {
+        segs: [(0, 0); IOV_LIMIT],
+        n: 0,
+    };
 
     /// Records one buffer.
     #[inline]

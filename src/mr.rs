@@ -5,6 +5,7 @@
 //! be freed or touched behind the provider's back while peers may access it. While it is
 //! registered, local access goes through [`MemoryRegion::read`] / [`MemoryRegion::write`],
 //! which serialize with remote accesses through the domain's MR table.
+#![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
 use core::marker::PhantomData;
 use std::sync::Arc;
@@ -40,16 +41,37 @@ pub struct MemoryRegion<'a, S: Config> {
 }
 
 impl<'a, S: Config> MemoryRegion<'a, S> {
-    pub(crate) fn register(domain: &Arc<DomainInner<S>>, bufs: Vec<&'a mut [u8]>, attr: &MrAttr) -> Result<Self> {
+    pub(crate) fn register(
+        domain: &Arc<DomainInner<S>>,
+        bufs: Vec<&'a mut [u8]>,
+        attr: &MrAttr,
+    ) -> Result<Self> {
         if bufs.len() > domain.info.domain_attr.mr_iov_limit.max(1) {
             return Err(Error::Inval);
         }
-        let segs: Vec<Segment> = bufs.iter().map(|b| Segment { addr: b.as_ptr() as usize, len: b.len() }).collect();
+        let segs: Vec<Segment> = bufs
+            .iter()
+            .map(|b| Segment {
+                addr: b.as_ptr() as usize,
+                len: b.len(),
+            })
+            .collect();
         let base = segs.first().map_or(0, |s| s.addr);
         let len = segs.iter().map(|s| s.len).sum();
-        let user = MrUser { cntr: None, cntr_flags: BindFlags::empty() };
-        let key = domain.mr.with(|t| t.register(&segs, attr.access, attr.offset, attr.requested_key, user))?;
-        Ok(MemoryRegion { domain: domain.clone(), key, base, len, _mem: PhantomData })
+        let user = MrUser {
+            cntr: None,
+            cntr_flags: BindFlags::empty(),
+        };
+        let key = domain
+            .mr
+            .with(|t| t.register(&segs, attr.access, attr.offset, attr.requested_key, user))?;
+        Ok(MemoryRegion {
+            domain: domain.clone(),
+            key,
+            base,
+            len,
+            _mem: PhantomData,
+        })
     }
 
     /// `fi_mr_key`: the key peers use.
@@ -67,10 +89,18 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
     /// The remote address of the first byte: the virtual address in `FI_MR_VIRT_ADDR`
     /// domains, else the registration's offset.
     pub fn remote_addr(&self) -> u64 {
-        if self.domain.info.domain_attr.mr_mode.contains(MrMode::VIRT_ADDR) {
+        if self
+            .domain
+            .info
+            .domain_attr
+            .mr_mode
+            .contains(MrMode::VIRT_ADDR)
+        {
             self.base as u64
         } else {
-            self.domain.mr.with(|t| t.get(self.key).map_or(0, |e| e.offset()))
+            self.domain
+                .mr
+                .with(|t| t.get(self.key).map_or(0, |e| e.offset()))
         }
     }
 
@@ -106,7 +136,9 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
     /// `fi_mr_refresh`: host memory registered here never goes stale, so this only
     /// checks that the registration is live.
     pub fn refresh(&self) -> Result<()> {
-        self.domain.mr.with(|t| t.get(self.key).map(|_| ()).ok_or(Error::Inval))
+        self.domain
+            .mr
+            .with(|t| t.get(self.key).map(|_| ()).ok_or(Error::Inval))
     }
 
     /// Copies bytes out of the region at `offset` (from the start of the region),
@@ -169,7 +201,9 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
 
     /// Access rights of the region.
     pub fn access(&self) -> MrAccess {
-        self.domain.mr.with(|t| t.get(self.key).map_or(MrAccess::empty(), |e| e.access()))
+        self.domain
+            .mr
+            .with(|t| t.get(self.key).map_or(MrAccess::empty(), |e| e.access()))
     }
 }
 

@@ -38,7 +38,10 @@ impl FiAddr {
             return (self, 0);
         }
         let shift = 64 - rx_ctx_bits;
-        (FiAddr(self.0 & ((1u64 << shift) - 1)), (self.0 >> shift) as u32)
+        (
+            FiAddr(self.0 & ((1u64 << shift) - 1)),
+            (self.0 >> shift) as u32,
+        )
     }
 }
 

@@ -85,7 +85,10 @@ impl<S: Config> WaitSet<S> {
             WaitObj::None | WaitObj::Set => return Err(Error::Inval),
             k => k,
         };
-        Ok(WaitSet { waiter: Arc::new(Waiter::new(kind)?), members: LockOf::<S, _>::new(Vec::new()) })
+        Ok(WaitSet {
+            waiter: Arc::new(Waiter::new(kind)?),
+            members: LockOf::<S, _>::new(Vec::new()),
+        })
     }
 
     pub(crate) fn waiter(&self) -> &Arc<Waiter> {
@@ -97,7 +100,8 @@ impl<S: Config> WaitSet<S> {
     }
 
     pub(crate) fn attach_cntr(&self, cntr: &Counter<S>) {
-        self.members.with(|m| m.push(Member::Cntr(cntr.clone(), AtomicU64::new(0))));
+        self.members
+            .with(|m| m.push(Member::Cntr(cntr.clone(), AtomicU64::new(0))));
     }
 
     /// `fi_wait`: blocks until an attached object has events (`Ok`) or the timeout
@@ -145,18 +149,23 @@ pub struct PollSet<S: Config> {
 
 impl<S: Config> PollSet<S> {
     pub(crate) fn new(domain: Arc<crate::domain::DomainInner<S>>) -> Self {
-        PollSet { domain, members: LockOf::<S, _>::new(Vec::new()) }
+        PollSet {
+            domain,
+            members: LockOf::<S, _>::new(Vec::new()),
+        }
     }
 
     /// `fi_poll_add` of a CQ, reported by `context` when it has completions.
     pub fn add_cq(&self, cq: &Cq<S>, context: Context) {
-        self.members.with(|m| m.push((context, Member::Cq(cq.clone()))));
+        self.members
+            .with(|m| m.push((context, Member::Cq(cq.clone()))));
     }
 
     /// `fi_poll_add` of a counter, reported when its value changed since the last poll.
     pub fn add_cntr(&self, cntr: &Counter<S>, context: Context) {
         let last = AtomicU64::new(cntr.read());
-        self.members.with(|m| m.push((context, Member::Cntr(cntr.clone(), last))));
+        self.members
+            .with(|m| m.push((context, Member::Cntr(cntr.clone(), last))));
     }
 
     /// `fi_poll_del`: removes the member added with `context`.

@@ -59,7 +59,9 @@ pub const HDR_FETCH: u8 = 1 << 2;
 pub const HDR_COMPARE: u8 = 1 << 3;
 
 /// The fixed 64-byte header of every packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct Header {
     /// [`Op`] value.
@@ -129,7 +131,12 @@ mod tests {
 
     #[test]
     fn parse_round_trip_and_rejects_garbage() {
-        let h = Header { op: Op::Msg as u8, len: 3, tag: 7, ..Header::default() };
+        let h = Header {
+            op: Op::Msg as u8,
+            len: 3,
+            tag: 7,
+            ..Header::default()
+        };
         let mut bytes = h.as_bytes().to_vec();
         bytes.extend_from_slice(b"abc");
         let (p, payload) = Header::parse(&bytes).unwrap();
@@ -138,9 +145,16 @@ mod tests {
         assert_eq!(Header::parse(&bytes[..10]), Err(Error::Io));
         bytes.push(0);
         assert_eq!(Header::parse(&bytes), Err(Error::Io));
-        let bad = Header { op: 99, ..Header::default() };
+        let bad = Header {
+            op: 99,
+            ..Header::default()
+        };
         assert_eq!(Header::parse(bad.as_bytes()), Err(Error::Io));
-        let huge = Header { op: Op::Write as u8, len: u64::MAX, ..Header::default() };
+        let huge = Header {
+            op: Op::Write as u8,
+            len: u64::MAX,
+            ..Header::default()
+        };
         assert_eq!(Header::parse(huge.as_bytes()), Err(Error::Io));
     }
 }

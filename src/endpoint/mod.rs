@@ -15,8 +15,11 @@ mod tx;
 
 use std::sync::Arc;
 
+use crate::attr::EpType;
+use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::config::Config;
+use crate::config::LockOf;
 use crate::cq::Cq;
 use crate::domain::DomainInner;
 use crate::eq::{EqInner, EventQueue};
@@ -28,9 +31,6 @@ use crate::provider::{Provider, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::Context;
 use crate::wire::{Header, Op};
-use crate::attr::EpType;
-use crate::config::LockOf;
-use crate::av::AddressVector;
 
 pub use data::{AtomicMsg, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut};
 pub use owned::RmaIov;
@@ -65,7 +65,11 @@ impl<S: Config> EpInner<S> {
             EpType::Rdm | EpType::Dgram | EpType::Unspec => {}
             EpType::Msg => return Err(Error::NotSupported),
         }
-        let caps = if info.caps.is_empty() { Caps::PRIMARY } else { info.caps };
+        let caps = if info.caps.is_empty() {
+            Caps::PRIMARY
+        } else {
+            info.caps
+        };
         let inject = match info.tx_attr.inject_size {
             0 => S::Provider::INJECT_SIZE,
             n => n.min(S::Provider::INJECT_SIZE),
@@ -77,13 +81,24 @@ impl<S: Config> EpInner<S> {
         let transport = S::Provider::open(info)?;
         let tx = match stx {
             Some(s) => vec![s.ctx.clone()],
-            None => (0..tx_cnt).map(|_| TxCtx::new(caps, info.tx_attr.size, inject, max_msg)).collect(),
+            None => (0..tx_cnt)
+                .map(|_| TxCtx::new(caps, info.tx_attr.size, inject, max_msg))
+                .collect(),
         };
         let rx = match srx {
             Some(s) => vec![s.ctx.clone()],
-            None => (0..rx_cnt).map(|_| RxCtx::new(caps, info.rx_attr.size)).collect(),
+            None => (0..rx_cnt)
+                .map(|_| RxCtx::new(caps, info.rx_attr.size))
+                .collect(),
         };
-        let inner = Arc::new(EpInner { domain: domain.clone(), transport, tx, rx, info: info.clone(), eq: LockOf::<S, _>::new(None) });
+        let inner = Arc::new(EpInner {
+            domain: domain.clone(),
+            transport,
+            tx,
+            rx,
+            info: info.clone(),
+            eq: LockOf::<S, _>::new(None),
+        });
         domain.eps.with(|v| v.push(inner.clone()));
         Ok(inner)
     }
@@ -91,24 +106,25 @@ impl<S: Config> EpInner<S> {
     /// Drains the transport, dispatching every packet. Returns how many were handled.
     #[inline]
     pub(crate) fn progress(&self) -> usize {
-        self.transport.poll(|hdr, src, payload| match Op::from_raw(hdr.op) {
-            Some(Op::Msg | Op::Tagged) => self.on_message(hdr, src, payload),
-            Some(Op::Write) => self.on_write(hdr, src, payload),
-            Some(Op::ReadReq) => {
-                self.on_read(hdr, src);
-                true
-            }
-            Some(Op::Atomic) => {
-                self.on_atomic(hdr, src, payload);
-                true
-            }
-            Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
-                self.on_response(hdr, payload);
-                true
-            }
-            // Garbage from a peer is dropped, never trusted.
-            None => true,
-        })
+        self.transport
+            .poll(|hdr, src, payload| match Op::from_raw(hdr.op) {
+                Some(Op::Msg | Op::Tagged) => self.on_message(hdr, src, payload),
+                Some(Op::Write) => self.on_write(hdr, src, payload),
+                Some(Op::ReadReq) => {
+                    self.on_read(hdr, src);
+                    true
+                }
+                Some(Op::Atomic) => {
+                    self.on_atomic(hdr, src, payload);
+                    true
+                }
+                Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
+                    self.on_response(hdr, payload);
+                    true
+                }
+                // Garbage from a peer is dropped, never trusted.
+                None => true,
+            })
     }
 
     fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags, txs: &[usize], rxs: &[usize]) -> Result<()> {
@@ -138,7 +154,13 @@ impl<S: Config> EpInner<S> {
         Ok(())
     }
 
-    fn bind_cntr(&self, c: &Counter<S>, flags: BindFlags, txs: &[usize], rxs: &[usize]) -> Result<()> {
+    fn bind_cntr(
+        &self,
+        c: &Counter<S>,
+        flags: BindFlags,
+        txs: &[usize],
+        rxs: &[usize],
+    ) -> Result<()> {
         if flags.is_empty() {
             return Err(Error::BadFlags);
         }
@@ -188,7 +210,11 @@ impl<S: Config> EpInner<S> {
                 if st.av.is_none() {
                     return Err(Error::NoAv);
                 }
-                if st.bind.cq.is_none() && st.cntr_send.is_none() && st.cntr_write.is_none() && st.cntr_read.is_none() {
+                if st.bind.cq.is_none()
+                    && st.cntr_send.is_none()
+                    && st.cntr_write.is_none()
+                    && st.cntr_read.is_none()
+                {
                     return Err(Error::NoCq);
                 }
                 st.enabled = true;
@@ -212,8 +238,15 @@ impl<S: Config> EpInner<S> {
     fn cancel(&self, ctx: Context) -> Result<()> {
         for r in &self.rx {
             let found = r.state.with(|st| {
-                let p = st.tagged.cancel_posted(|p| p.ctx == ctx).map(|p| (p, CqFlags::TAGGED));
-                let p = p.or_else(|| st.msg.cancel_posted(|p| p.ctx == ctx).map(|p| (p, CqFlags::MSG)));
+                let p = st
+                    .tagged
+                    .cancel_posted(|p| p.ctx == ctx)
+                    .map(|p| (p, CqFlags::TAGGED));
+                let p = p.or_else(|| {
+                    st.msg
+                        .cancel_posted(|p| p.ctx == ctx)
+                        .map(|p| (p, CqFlags::MSG))
+                });
                 if let Some((p, f)) = p {
                     if let Some(cq) = &st.bind.cq {
                         let mut e = CqErrEntry::new(p.ctx, Error::Canceled);
@@ -263,16 +296,27 @@ impl<S: Config> EpInner<S> {
     /// Closes: no more arrivals; every outstanding operation completes with `FI_ECANCELED`.
     fn close(self: &Arc<Self>) {
         self.transport.shutdown();
-        self.domain.eps.with(|v| v.retain(|e| !Arc::ptr_eq(e, self)));
+        self.domain
+            .eps
+            .with(|v| v.retain(|e| !Arc::ptr_eq(e, self)));
         let shared_rx = |r: &Arc<RxCtx<S>>| Arc::strong_count(r) > 1;
         for r in &self.rx {
             if shared_rx(r) {
                 continue;
             }
             r.state.with(|st| {
-                let mut all: Vec<(Context, CqFlags)> =
-                    st.tagged.drain_posted().into_iter().map(|p| (p.ctx, CqFlags::TAGGED)).collect();
-                all.extend(st.msg.drain_posted().into_iter().map(|p| (p.ctx, CqFlags::MSG)));
+                let mut all: Vec<(Context, CqFlags)> = st
+                    .tagged
+                    .drain_posted()
+                    .into_iter()
+                    .map(|p| (p.ctx, CqFlags::TAGGED))
+                    .collect();
+                all.extend(
+                    st.msg
+                        .drain_posted()
+                        .into_iter()
+                        .map(|p| (p.ctx, CqFlags::MSG)),
+                );
                 st.enabled = false;
                 if let Some(cq) = &st.bind.cq {
                     for (ctx, f) in all {
@@ -355,7 +399,11 @@ impl<S: Config> Endpoint<S> {
         srx: Option<&SharedRx<S>>,
     ) -> Result<Self> {
         let inner = EpInner::open(domain, info, 1, 1, stx, srx)?;
-        Ok(Endpoint { h: Arc::new(EpHandle { inner }), tx_flags: info.tx_attr.op_flags, rx_flags: info.rx_attr.op_flags })
+        Ok(Endpoint {
+            h: Arc::new(EpHandle { inner }),
+            tx_flags: info.tx_attr.op_flags,
+            rx_flags: info.rx_attr.op_flags,
+        })
     }
 
     #[inline(always)]
@@ -405,15 +453,25 @@ impl<S: Config> Endpoint<S> {
         }
         Ok(Endpoint {
             h: self.h.clone(),
-            tx_flags: if bind.contains(BindFlags::TRANSMIT) { flags } else { self.tx_flags },
-            rx_flags: if bind.contains(BindFlags::RECV) { flags } else { self.rx_flags },
+            tx_flags: if bind.contains(BindFlags::TRANSMIT) {
+                flags
+            } else {
+                self.tx_flags
+            },
+            rx_flags: if bind.contains(BindFlags::RECV) {
+                flags
+            } else {
+                self.rx_flags
+            },
         })
     }
 
     /// `fi_getopt`.
     pub fn getopt(&self, name: EpOptName) -> Result<EpOpt> {
         Ok(match name {
-            EpOptName::MinMultiRecv => EpOpt::MinMultiRecv(self.ep().rx[0].state.with(|st| st.min_multi_recv)),
+            EpOptName::MinMultiRecv => {
+                EpOpt::MinMultiRecv(self.ep().rx[0].state.with(|st| st.min_multi_recv))
+            }
             EpOptName::CmDataSize => EpOpt::CmDataSize(0),
         })
     }
@@ -433,12 +491,21 @@ impl<S: Config> Endpoint<S> {
 
     /// `fi_tx_size_left`: operations that can be posted before the queue is full.
     pub fn tx_size_left(&self) -> usize {
-        self.ep().tx[0].state.with(|st| st.pending.capacity() - st.pending.in_flight() - st.fenced.len().min(st.pending.capacity() - st.pending.in_flight()))
+        self.ep().tx[0].state.with(|st| {
+            st.pending.capacity()
+                - st.pending.in_flight()
+                - st.fenced
+                    .len()
+                    .min(st.pending.capacity() - st.pending.in_flight())
+        })
     }
 
     /// `fi_rx_size_left`: receives that can be posted before the queue is full.
     pub fn rx_size_left(&self) -> usize {
-        self.ep().rx[0].state.with(|st| st.size.saturating_sub(st.tagged.posted_len() + st.msg.posted_len()))
+        self.ep().rx[0].state.with(|st| {
+            st.size
+                .saturating_sub(st.tagged.posted_len() + st.msg.posted_len())
+        })
     }
 
     /// `fi_getname`: this endpoint's raw address, to ship to peers.
@@ -464,12 +531,19 @@ impl<S: Config> ScalableEndpoint<S> {
     pub(crate) fn open(domain: &Arc<DomainInner<S>>, info: &Info) -> Result<Self> {
         let t = info.ep_attr.tx_ctx_cnt.max(1);
         let r = info.ep_attr.rx_ctx_cnt.max(1);
-        let (mt, mr) = (info.domain_attr.max_ep_tx_ctx.max(1), info.domain_attr.max_ep_rx_ctx.max(1));
+        let (mt, mr) = (
+            info.domain_attr.max_ep_tx_ctx.max(1),
+            info.domain_attr.max_ep_rx_ctx.max(1),
+        );
         if t > mt || r > mr {
             return Err(Error::Inval);
         }
         let inner = EpInner::open(domain, info, t, r, None, None)?;
-        Ok(ScalableEndpoint { h: Arc::new(EpHandle { inner }), tx_flags: info.tx_attr.op_flags, rx_flags: info.rx_attr.op_flags })
+        Ok(ScalableEndpoint {
+            h: Arc::new(EpHandle { inner }),
+            tx_flags: info.tx_attr.op_flags,
+            rx_flags: info.rx_attr.op_flags,
+        })
     }
 
     /// `fi_scalable_ep_bind` of the address vector (shared by all contexts).
@@ -482,7 +556,11 @@ impl<S: Config> ScalableEndpoint<S> {
         if index >= self.h.inner.tx.len() {
             return Err(Error::Inval);
         }
-        Ok(TxContext { h: self.h.clone(), idx: index, tx_flags: self.tx_flags })
+        Ok(TxContext {
+            h: self.h.clone(),
+            idx: index,
+            tx_flags: self.tx_flags,
+        })
     }
 
     /// `fi_rx_context`: receive context `index`.
@@ -490,12 +568,19 @@ impl<S: Config> ScalableEndpoint<S> {
         if index >= self.h.inner.rx.len() {
             return Err(Error::Inval);
         }
-        Ok(RxContext { h: self.h.clone(), idx: index, rx_flags: self.rx_flags })
+        Ok(RxContext {
+            h: self.h.clone(),
+            idx: index,
+            rx_flags: self.rx_flags,
+        })
     }
 
     /// `fi_enable` of the scalable endpoint itself (contexts are enabled one by one).
     pub fn enable(&self) -> Result<()> {
-        self.h.inner.transport.set_waker(self.h.inner.domain.doorbell.clone());
+        self.h
+            .inner
+            .transport
+            .set_waker(self.h.inner.domain.doorbell.clone());
         Ok(())
     }
 
@@ -515,7 +600,9 @@ pub struct TxContext<S: Config> {
 impl<S: Config> TxContext<S> {
     /// Binds a CQ (`TRANSMIT`, optionally `SELECTIVE_COMPLETION`).
     pub fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags) -> Result<()> {
-        self.h.inner.bind_cq(cq, flags & !BindFlags::RECV, &[self.idx], &[])
+        self.h
+            .inner
+            .bind_cq(cq, flags & !BindFlags::RECV, &[self.idx], &[])
     }
     /// Binds a counter.
     pub fn bind_cntr(&self, cntr: &Counter<S>, flags: BindFlags) -> Result<()> {
@@ -541,7 +628,9 @@ pub struct RxContext<S: Config> {
 impl<S: Config> RxContext<S> {
     /// Binds a CQ (`RECV`, optionally `SELECTIVE_COMPLETION`).
     pub fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags) -> Result<()> {
-        self.h.inner.bind_cq(cq, flags & !BindFlags::TRANSMIT, &[], &[self.idx])
+        self.h
+            .inner
+            .bind_cq(cq, flags & !BindFlags::TRANSMIT, &[], &[self.idx])
     }
     /// Binds a counter.
     pub fn bind_cntr(&self, cntr: &Counter<S>, flags: BindFlags) -> Result<()> {
@@ -566,9 +655,22 @@ pub struct SharedTx<S: Config> {
 
 impl<S: Config> SharedTx<S> {
     pub(crate) fn open(domain: &Arc<DomainInner<S>>, info: &Info) -> Result<Self> {
-        let caps = if info.caps.is_empty() { Caps::PRIMARY } else { info.caps };
-        let inject = info.tx_attr.inject_size.min(S::Provider::INJECT_SIZE).max(if info.tx_attr.inject_size == 0 { S::Provider::INJECT_SIZE } else { 0 });
-        Ok(SharedTx { ctx: TxCtx::new(caps, info.tx_attr.size, inject, S::Provider::MAX_MSG_SIZE), domain: domain.clone() })
+        let caps = if info.caps.is_empty() {
+            Caps::PRIMARY
+        } else {
+            info.caps
+        };
+        let inject = info.tx_attr.inject_size.min(S::Provider::INJECT_SIZE).max(
+            if info.tx_attr.inject_size == 0 {
+                S::Provider::INJECT_SIZE
+            } else {
+                0
+            },
+        );
+        Ok(SharedTx {
+            ctx: TxCtx::new(caps, info.tx_attr.size, inject, S::Provider::MAX_MSG_SIZE),
+            domain: domain.clone(),
+        })
     }
     /// Binds the CQ that all sharing endpoints' transmits complete to.
     pub fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags) -> Result<()> {
@@ -612,8 +714,15 @@ pub struct SharedRx<S: Config> {
 
 impl<S: Config> SharedRx<S> {
     pub(crate) fn open(domain: &Arc<DomainInner<S>>, info: &Info) -> Result<Self> {
-        let caps = if info.caps.is_empty() { Caps::PRIMARY } else { info.caps };
-        Ok(SharedRx { ctx: RxCtx::new(caps, info.rx_attr.size), domain: domain.clone() })
+        let caps = if info.caps.is_empty() {
+            Caps::PRIMARY
+        } else {
+            info.caps
+        };
+        Ok(SharedRx {
+            ctx: RxCtx::new(caps, info.rx_attr.size),
+            domain: domain.clone(),
+        })
     }
     /// Binds the CQ receives complete to.
     pub fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags) -> Result<()> {
@@ -672,11 +781,19 @@ impl<S: Config> Deferred<S> {
                     atomic: o.atomic,
                     ctx: o.ctx,
                 };
-                let cq = self.ep.tx.get(self.idx).and_then(|t| t.state.with(|st| st.bind.cq.clone()));
+                let cq = self
+                    .ep
+                    .tx
+                    .get(self.idx)
+                    .and_then(|t| t.state.with(|st| st.bind.cq.clone()));
                 (self.ep.post_tx(self.idx, &req, o.flags), o.ctx, cq)
             }
             DeferredOp::Rx(r, f) => {
-                let cq = self.ep.rx.get(self.idx).and_then(|t| t.state.with(|st| st.bind.cq.clone()));
+                let cq = self
+                    .ep
+                    .rx
+                    .get(self.idx)
+                    .and_then(|t| t.state.with(|st| st.bind.cq.clone()));
                 (self.ep.post_rx(self.idx, r, *f), r.ctx, cq)
             }
         };

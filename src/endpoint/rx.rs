@@ -1,4 +1,5 @@
 //! The receive data path: posting receives, matching arrivals, peek/claim/discard.
+#![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
 use std::sync::Arc;
 
@@ -35,7 +36,11 @@ impl<S: Config> EpInner<S> {
             if !st.caps.contains(need) {
                 return Err(Error::OpNotSupp);
             }
-            let src = if st.caps.contains(Caps::DIRECTED_RECV) { r.src } else { FiAddr::UNSPEC };
+            let src = if st.caps.contains(Caps::DIRECTED_RECV) {
+                r.src
+            } else {
+                FiAddr::UNSPEC
+            };
             if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM) {
                 return peek_claim(st, r, src, flags);
             }
@@ -49,16 +54,43 @@ impl<S: Config> EpInner<S> {
             if multi && r.tagged {
                 return Err(Error::BadFlags);
             }
-            let RxState { bind, cntr_recv, tagged, msg, size, min_multi_recv, pool, .. } = st;
+            let RxState {
+                bind,
+                cntr_recv,
+                tagged,
+                msg,
+                size,
+                min_multi_recv,
+                pool,
+                ..
+            } = st;
             let m = if r.tagged { tagged } else { msg };
             if m.posted_len() >= *size {
                 return Err(Error::Again);
             }
             let (tag, ignore) = if r.tagged { (r.tag, r.ignore) } else { (0, 0) };
-            let mut p = PostedRecv { iov: r.iov, ctx: r.ctx, multi, consumed: 0, want };
+            let mut p = PostedRecv {
+                iov: r.iov,
+                ctx: r.ctx,
+                multi,
+                consumed: 0,
+                want,
+            };
             while let Some(uid) = m.match_unexpected(tag, ignore, src) {
-                let Some(u) = m.remove_unexpected(uid) else { break };
-                let done = complete_recv(bind, cntr_recv, &mut p, &u.buf, u.tag, u.data, u.src, r.tagged, *min_multi_recv);
+                let Some(u) = m.remove_unexpected(uid) else {
+                    break;
+                };
+                let done = complete_recv(
+                    bind,
+                    cntr_recv,
+                    &mut p,
+                    &u.buf,
+                    u.tag,
+                    u.data,
+                    u.src,
+                    r.tagged,
+                    *min_multi_recv,
+                );
                 pool.push(u.buf);
                 if done {
                     return Ok(());
@@ -85,16 +117,36 @@ impl<S: Config> EpInner<S> {
                 }
             }
             let src = if st.caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV) {
-                st.av.as_ref().map_or(FiAddr::NOTAVAIL, |av| av.reverse(src_name))
+                st.av
+                    .as_ref()
+                    .map_or(FiAddr::NOTAVAIL, |av| av.reverse(src_name))
             } else {
                 FiAddr::NOTAVAIL
             };
-            let RxState { bind, cntr_recv, tagged: tq, msg, min_multi_recv, pool, .. } = st;
+            let RxState {
+                bind,
+                cntr_recv,
+                tagged: tq,
+                msg,
+                min_multi_recv,
+                pool,
+                ..
+            } = st;
             let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
             let tag = if tagged { hdr.tag } else { 0 };
             if let Some(pid) = m.match_posted(tag, src) {
                 if let Some(p) = m.posted_mut(pid) {
-                    if complete_recv(bind, cntr_recv, p, payload, hdr.tag, data, src, tagged, *min_multi_recv) {
+                    if complete_recv(
+                        bind,
+                        cntr_recv,
+                        p,
+                        payload,
+                        hdr.tag,
+                        data,
+                        src,
+                        tagged,
+                        *min_multi_recv,
+                    ) {
                         m.remove_posted(pid);
                     }
                 }
@@ -105,7 +157,16 @@ impl<S: Config> EpInner<S> {
                 let mut buf = pool.pop().unwrap_or_default();
                 buf.clear();
                 buf.extend_from_slice(payload);
-                m.push_unexpected(tag, src, Unexp { buf, data, tag: hdr.tag, src });
+                m.push_unexpected(
+                    tag,
+                    src,
+                    Unexp {
+                        buf,
+                        data,
+                        tag: hdr.tag,
+                        src,
+                    },
+                );
             }
             true
         });
@@ -125,10 +186,26 @@ impl<S: Config> EpInner<S> {
 
     /// Sends a response to the initiator of `req`. Transports accept responses without
     /// flow control: they are bounded by the initiator's transmit queue depth.
-    pub(crate) fn reply(&self, req: &Header, src_name: &[u8], op: Op, status: u32, payload: &[&[u8]]) {
-        let Ok(peer) = S::Provider::resolve(src_name) else { return };
+    pub(crate) fn reply(
+        &self,
+        req: &Header,
+        src_name: &[u8],
+        op: Op,
+        status: u32,
+        payload: &[&[u8]],
+    ) {
+        let Ok(peer) = S::Provider::resolve(src_name) else {
+            return;
+        };
         let len: usize = payload.iter().map(|p| p.len()).sum();
-        let hdr = Header { op: op as u8, tx_idx: req.tx_idx, req: req.req, status, len: len as u64, ..Header::default() };
+        let hdr = Header {
+            op: op as u8,
+            tx_idx: req.tx_idx,
+            req: req.req,
+            status,
+            len: len as u64,
+            ..Header::default()
+        };
         // A peer that vanished cannot take its answer; nothing else is waiting for it.
         let _ = self.transport.send(&peer, &hdr, payload);
     }
@@ -149,12 +226,21 @@ fn complete_recv<S: Config>(
     tagged: bool,
     min_multi: usize,
 ) -> bool {
-    let dst = if p.consumed > 0 { p.iov.advance(p.consumed) } else { p.iov };
+    let dst = if p.consumed > 0 {
+        p.iov.advance(p.consumed)
+    } else {
+        p.iov
+    };
     // SAFETY: `dst` comes from a receive posted through an `unsafe` call whose contract
     // keeps the buffers valid and unaliased until the receive completes.
     let n = unsafe { dst.fill(&[payload]) };
     p.consumed += n;
-    let mut flags = CqFlags::RECV | if tagged { CqFlags::TAGGED } else { CqFlags::MSG };
+    let mut flags = CqFlags::RECV
+        | if tagged {
+            CqFlags::TAGGED
+        } else {
+            CqFlags::MSG
+        };
     if data.is_some() {
         flags |= CqFlags::REMOTE_CQ_DATA;
     }
@@ -163,7 +249,14 @@ fn complete_recv<S: Config>(
     if finished && p.multi {
         flags |= CqFlags::MULTI_RECV;
     }
-    let c = Completion { context: p.ctx, flags, len: n, buf: dst.base(), data: data.unwrap_or(0), tag };
+    let c = Completion {
+        context: p.ctx,
+        flags,
+        len: n,
+        buf: dst.base(),
+        data: data.unwrap_or(0),
+        tag,
+    };
     if truncated {
         if let Some(cq) = &bind.cq {
             cq.complete_err(CqErrEntry {
@@ -196,7 +289,12 @@ fn complete_recv<S: Config>(
 }
 
 /// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` on tagged receives.
-fn peek_claim<S: Config>(st: &mut RxState<S>, r: &RxReq, src: FiAddr, flags: OpFlags) -> Result<()> {
+fn peek_claim<S: Config>(
+    st: &mut RxState<S>,
+    r: &RxReq,
+    src: FiAddr,
+    flags: OpFlags,
+) -> Result<()> {
     if !r.tagged {
         return Err(Error::BadFlags);
     }
@@ -206,7 +304,17 @@ fn peek_claim<S: Config>(st: &mut RxState<S>, r: &RxReq, src: FiAddr, flags: OpF
             if u.data.is_some() {
                 f |= CqFlags::REMOTE_CQ_DATA;
             }
-            cq.complete(&Completion { context: r.ctx, flags: f, len, buf: 0, data: u.data.unwrap_or(0), tag: u.tag }, u.src);
+            cq.complete(
+                &Completion {
+                    context: r.ctx,
+                    flags: f,
+                    len,
+                    buf: 0,
+                    data: u.data.unwrap_or(0),
+                    tag: u.tag,
+                },
+                u.src,
+            );
         }
     };
     if flags.contains(OpFlags::PEEK) {
@@ -220,7 +328,9 @@ fn peek_claim<S: Config>(st: &mut RxState<S>, r: &RxReq, src: FiAddr, flags: OpF
             return Ok(());
         };
         if flags.contains(OpFlags::CLAIM) || flags.contains(OpFlags::DISCARD) {
-            let Some(u) = st.tagged.remove_unexpected(uid) else { return Err(Error::NoMsg) };
+            let Some(u) = st.tagged.remove_unexpected(uid) else {
+                return Err(Error::NoMsg);
+            };
             report(st, &u, u.buf.len());
             if flags.contains(OpFlags::CLAIM) {
                 st.claimed.push((r.ctx, u));
@@ -233,16 +343,42 @@ fn peek_claim<S: Config>(st: &mut RxState<S>, r: &RxReq, src: FiAddr, flags: OpF
         return Ok(());
     }
     // FI_CLAIM without FI_PEEK: receive (or discard) the message claimed with this context.
-    let pos = st.claimed.iter().position(|(c, _)| *c == r.ctx).ok_or(Error::NoMsg)?;
+    let pos = st
+        .claimed
+        .iter()
+        .position(|(c, _)| *c == r.ctx)
+        .ok_or(Error::NoMsg)?;
     let (_, u) = st.claimed.remove(pos);
     if flags.contains(OpFlags::DISCARD) {
         report(st, &u, 0);
         st.pool.push(u.buf);
         return Ok(());
     }
-    let mut p = PostedRecv { iov: r.iov, ctx: r.ctx, multi: false, consumed: 0, want: true };
-    let RxState { bind, cntr_recv, min_multi_recv, pool, .. } = st;
-    complete_recv(bind, cntr_recv, &mut p, &u.buf, u.tag, u.data, u.src, true, *min_multi_recv);
+    let mut p = PostedRecv {
+        iov: r.iov,
+        ctx: r.ctx,
+        multi: false,
+        consumed: 0,
+        want: true,
+    };
+    let RxState {
+        bind,
+        cntr_recv,
+        min_multi_recv,
+        pool,
+        ..
+    } = st;
+    complete_recv(
+        bind,
+        cntr_recv,
+        &mut p,
+        &u.buf,
+        u.tag,
+        u.data,
+        u.src,
+        true,
+        *min_multi_recv,
+    );
     pool.push(u.buf);
     Ok(())
 }

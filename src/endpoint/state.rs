@@ -49,7 +49,11 @@ pub(crate) struct PendingTable {
 
 impl PendingTable {
     pub(crate) fn new(cap: usize) -> Self {
-        PendingTable { slots: vec![None; cap], gens: vec![0; cap], free: (0..cap as u32).rev().collect() }
+        PendingTable {
+            slots: vec![None; cap],
+            gens: vec![0; cap],
+            free: (0..cap as u32).rev().collect(),
+        }
     }
 
     #[inline]
@@ -103,7 +107,10 @@ pub(crate) struct Bindings<S: Config> {
 
 impl<S: Config> Default for Bindings<S> {
     fn default() -> Self {
-        Bindings { cq: None, selective: false }
+        Bindings {
+            cq: None,
+            selective: false,
+        }
     }
 }
 
@@ -170,7 +177,12 @@ pub(crate) struct RxCtx<S: Config> {
 }
 
 impl<S: Config> TxCtx<S> {
-    pub(crate) fn new(caps: Caps, size: usize, inject_size: usize, max_msg_size: usize) -> Arc<Self> {
+    pub(crate) fn new(
+        caps: Caps,
+        size: usize,
+        inject_size: usize,
+        max_msg_size: usize,
+    ) -> Arc<Self> {
         let size = if size == 0 { DEFAULT_QUEUE_SIZE } else { size };
         Arc::new(TxCtx {
             state: LockOf::<S, _>::new(TxState {

@@ -1,4 +1,5 @@
 //! The target side of RMA and atomics: every access passes the MR table's check.
+#![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
 use crate::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
@@ -22,7 +23,9 @@ impl<S: Config> EpInner<S> {
             self.reply(hdr, src_name, Op::Ack, Error::NoRx.code() as u32, &[]);
             return true;
         };
-        let (caps, cq, cntr) = rx.state.with(|st| (st.caps, st.bind.cq.clone(), st.cntr_rem_write.clone()));
+        let (caps, cq, cntr) = rx
+            .state
+            .with(|st| (st.caps, st.bind.cq.clone(), st.cntr_rem_write.clone()));
         let has_data = hdr.flags & HDR_REMOTE_CQ_DATA != 0;
         if has_data {
             if let Some(cq) = &cq {
@@ -35,7 +38,8 @@ impl<S: Config> EpInner<S> {
             Err(Error::OpNotSupp)
         } else {
             self.domain.mr.with(|t| {
-                let (chunks, user) = t.check(hdr.key, hdr.addr, payload.len(), MrAccess::REMOTE_WRITE)?;
+                let (chunks, user) =
+                    t.check(hdr.key, hdr.addr, payload.len(), MrAccess::REMOTE_WRITE)?;
                 let mut off = 0;
                 for c in chunks {
                     // SAFETY: `check` proved the chunk lies in a live registration with
@@ -45,7 +49,10 @@ impl<S: Config> EpInner<S> {
                     dst.copy_from_slice(&payload[off..off + c.len]);
                     off += c.len;
                 }
-                Ok(user.cntr.clone().filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_WRITE)))
+                Ok(user
+                    .cntr
+                    .clone()
+                    .filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_WRITE)))
             })
         };
         match res {
@@ -82,7 +89,13 @@ impl<S: Config> EpInner<S> {
         };
         let (caps, cntr) = rx.state.with(|st| (st.caps, st.cntr_rem_read.clone()));
         if !caps.contains(Caps::RMA) {
-            self.reply(hdr, src_name, Op::ReadResp, Error::OpNotSupp.code() as u32, &[]);
+            self.reply(
+                hdr,
+                src_name,
+                Op::ReadResp,
+                Error::OpNotSupp.code() as u32,
+                &[],
+            );
             return;
         }
         let Ok(len) = usize::try_from(hdr.len) else {
@@ -105,7 +118,10 @@ impl<S: Config> EpInner<S> {
             // The response is sent under the lock so the memory stays registered while
             // the transport copies it.
             self.reply(hdr, src_name, Op::ReadResp, 0, &parts[..n]);
-            Ok(user.cntr.clone().filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_READ)))
+            Ok(user
+                .cntr
+                .clone()
+                .filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_READ)))
         });
         match res {
             Ok(mr_cntr) => {
@@ -125,12 +141,19 @@ impl<S: Config> EpInner<S> {
         let fetch = hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0;
         let resp = if fetch { Op::AtomicResp } else { Op::Ack };
         let fail = |e: Error| self.reply(hdr, src_name, resp, e.code() as u32, &[]);
-        let Some(rx) = self.rx.get(hdr.rx_idx as usize) else { return fail(Error::NoRx) };
-        let (caps, cntr_w, cntr_r) = rx.state.with(|st| (st.caps, st.cntr_rem_write.clone(), st.cntr_rem_read.clone()));
+        let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
+            return fail(Error::NoRx);
+        };
+        let (caps, cntr_w, cntr_r) = rx
+            .state
+            .with(|st| (st.caps, st.cntr_rem_write.clone(), st.cntr_rem_read.clone()));
         if !caps.contains(Caps::ATOMIC) {
             return fail(Error::OpNotSupp);
         }
-        let (Some(op), Some(dt)) = (AtomicOp::from_raw(hdr.atomic_op), Datatype::from_raw(hdr.datatype)) else {
+        let (Some(op), Some(dt)) = (
+            AtomicOp::from_raw(hdr.atomic_op),
+            Datatype::from_raw(hdr.datatype),
+        ) else {
             return fail(Error::Inval);
         };
         let class = if hdr.flags & HDR_COMPARE != 0 {
@@ -166,7 +189,10 @@ impl<S: Config> EpInner<S> {
             let target = unsafe { mem::region_mut(c.addr, c.len) };
             let fetch_buf = if fetch { Some(&mut old[..n]) } else { None };
             atomic::apply(class, op, dt, target, operand, compare, fetch_buf)?;
-            Ok(user.cntr.clone().filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_WRITE)))
+            Ok(user
+                .cntr
+                .clone()
+                .filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_WRITE)))
         });
         match res {
             Ok(mr_cntr) => {

@@ -1,15 +1,16 @@
 //! The transmit data path: checks, completions, and responses to pending operations.
+#![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
+use crate::config::Config;
 use crate::cq_format::Completion;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
+use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
 use crate::provider::Transport;
 use crate::ring::CqErrEntry;
 use crate::types::FiAddr;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
-use crate::config::Config;
-use crate::lock::Lock;
 
 use super::owned::{OwnedTx, TxReq};
 use super::state::{CntrKind, Pending, TxState};
@@ -41,7 +42,9 @@ impl<S: Config> EpInner<S> {
             if len > st.max_msg_size || (flags.contains(OpFlags::INJECT) && len > st.inject_size) {
                 return Err(Error::MsgSize);
             }
-            if !st.fenced.is_empty() || (flags.contains(OpFlags::FENCE) && st.pending.in_flight() > 0) {
+            if !st.fenced.is_empty()
+                || (flags.contains(OpFlags::FENCE) && st.pending.in_flight() > 0)
+            {
                 if st.fenced.len() >= st.pending.capacity() {
                     return Err(Error::Again);
                 }
@@ -54,8 +57,15 @@ impl<S: Config> EpInner<S> {
 
     /// Sends a checked request and completes it at once unless it waits for a response.
     #[inline]
-    fn transmit(&self, st: &mut TxState<S>, txi: usize, r: &TxReq<'_>, flags: OpFlags) -> Result<()> {
-        let want = !flags.contains(OpFlags::INJECT) && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+    fn transmit(
+        &self,
+        st: &mut TxState<S>,
+        txi: usize,
+        r: &TxReq<'_>,
+        flags: OpFlags,
+    ) -> Result<()> {
+        let want = !flags.contains(OpFlags::INJECT)
+            && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
         let (cflags, ck) = completion_kind(r);
         if want {
             if let Some(cq) = &st.bind.cq {
@@ -65,7 +75,8 @@ impl<S: Config> EpInner<S> {
             }
         }
         let len = payload_len(r);
-        let needs_resp = !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
+        let needs_resp =
+            !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
         let mut hdr = Header {
             op: r.op as u8,
             tx_idx: txi as u16,
@@ -122,7 +133,15 @@ impl<S: Config> EpInner<S> {
         if !needs_resp {
             if want {
                 if let Some(cq) = &st.bind.cq {
-                    cq.complete(&Completion { context: r.ctx, flags: cflags, len, ..Completion::default() }, FiAddr::NOTAVAIL);
+                    cq.complete(
+                        &Completion {
+                            context: r.ctx,
+                            flags: cflags,
+                            len,
+                            ..Completion::default()
+                        },
+                        FiAddr::NOTAVAIL,
+                    );
                 }
             }
             if let Some(c) = st.cntr(ck) {
@@ -134,10 +153,14 @@ impl<S: Config> EpInner<S> {
 
     /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.
     pub(crate) fn on_response(&self, hdr: &Header, payload: &[u8]) {
-        let Some(tx) = self.tx.get(hdr.tx_idx as usize) else { return };
+        let Some(tx) = self.tx.get(hdr.tx_idx as usize) else {
+            return;
+        };
         tx.state.with(|st| {
             // Unknown or stale ids (a confused or malicious peer) are ignored.
-            let Some(p) = st.pending.take(hdr.req) else { return };
+            let Some(p) = st.pending.take(hdr.req) else {
+                return;
+            };
             let mut status = hdr.status;
             if status == 0 && hdr.op != Op::Ack as u8 {
                 if payload.len() != p.result.len() {
@@ -151,7 +174,15 @@ impl<S: Config> EpInner<S> {
             if status == 0 {
                 if p.want {
                     if let Some(cq) = &st.bind.cq {
-                        cq.complete(&Completion { context: p.ctx, flags: p.flags, len: p.len, ..Completion::default() }, FiAddr::NOTAVAIL);
+                        cq.complete(
+                            &Completion {
+                                context: p.ctx,
+                                flags: p.flags,
+                                len: p.len,
+                                ..Completion::default()
+                            },
+                            FiAddr::NOTAVAIL,
+                        );
                     }
                 }
                 if let Some(c) = st.cntr(p.cntr) {
@@ -179,7 +210,9 @@ impl<S: Config> EpInner<S> {
             if front.flags.contains(OpFlags::FENCE) && st.pending.in_flight() > 0 {
                 return;
             }
-            let Some(o) = st.fenced.pop_front() else { return };
+            let Some(o) = st.fenced.pop_front() else {
+                return;
+            };
             let iov = [&o.payload[..]];
             let req = TxReq {
                 op: o.op,
@@ -241,7 +274,9 @@ pub(crate) fn completion_kind(r: &TxReq<'_>) -> (CqFlags, CntrKind) {
         Op::Tagged => (CqFlags::SEND | CqFlags::TAGGED, CntrKind::Send),
         Op::Write => (CqFlags::RMA | CqFlags::WRITE, CntrKind::Write),
         Op::ReadReq => (CqFlags::RMA | CqFlags::READ, CntrKind::Read),
-        Op::Atomic if r.atomic.2 & (HDR_FETCH | HDR_COMPARE) != 0 => (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read),
+        Op::Atomic if r.atomic.2 & (HDR_FETCH | HDR_COMPARE) != 0 => {
+            (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read)
+        }
         Op::Atomic => (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write),
         _ => (CqFlags::SEND | CqFlags::MSG, CntrKind::Send),
     }
