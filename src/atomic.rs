@@ -392,7 +392,7 @@ pub fn apply(
         return Err(Error::OpNotSupp);
     }
     let len = target.len();
-    if len == 0 || len % dt.size() != 0 {
+    if len == 0 || !len.is_multiple_of(dt.size()) {
         return Err(Error::Inval);
     }
     let operand_ok = match op {
@@ -815,7 +815,7 @@ mod ld80 {
         size: usize,
     ) -> Result<usize> {
         let len = target.len();
-        if len % size != 0 || operand.len() != len || (op.is_compare() && compare.len() != len) {
+        if !len.is_multiple_of(size) || operand.len() != len || (op.is_compare() && compare.len() != len) {
             return Err(Error::Inval);
         }
         Ok(len / size)

@@ -115,6 +115,9 @@ pub trait Config: sealed::Sealed + Sized + 'static {
 /// The lock for state `X` under configuration `S`.
 pub type LockOf<S, X> = <<S as Config>::Locks as LockFamily>::Lock<X>;
 
+/// Marker keeping `Stack` covariant, `Send`, `Sync` and free of its parameters' auto traits.
+type StackMarker<P, T, R, C, A> = fn() -> (P, T, R, C, A);
+
 /// The statically specialized stack: provider, threading, progress, CQ format, AV type.
 ///
 /// Defaults: [`ThreadDomain`], [`Manual`], [`CqTagged`](crate::CqTagged), [`Table`](crate::Table).
@@ -124,7 +127,7 @@ pub struct Stack<
     R = Manual,
     C = crate::cq_format::CqTagged,
     A = crate::av_type::Table,
->(PhantomData<fn() -> (P, T, R, C, A)>);
+>(PhantomData<StackMarker<P, T, R, C, A>>);
 
 impl<P, T, R, C, A> sealed::Sealed for Stack<P, T, R, C, A> {}
 

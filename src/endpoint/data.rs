@@ -159,7 +159,7 @@ fn atomic_req<'a>(
     } else {
         iov.iter().map(|s| s.len()).sum()
     };
-    if n == 0 || n % size != 0 || n > crate::domain::MAX_ATOMIC_SIZE {
+    if n == 0 || !n.is_multiple_of(size) || n > crate::domain::MAX_ATOMIC_SIZE {
         return Err(Error::Inval);
     }
     if (class == AtomicClass::Compare && compare.len() != n)
