@@ -25,6 +25,8 @@ use crate::types::MrKey;
 pub(crate) struct MrUser<S: Config> {
     pub(crate) cntr: Option<Arc<CntrInner<S>>>,
     pub(crate) cntr_flags: BindFlags,
+    /// With `FI_MR_ENDPOINT`: the only endpoint through which peers may access it.
+    pub(crate) ep: Option<usize>,
 }
 
 /// A local descriptor (`fi_mr_desc`), passed with buffers in `FI_MR_LOCAL` domains.
@@ -59,6 +61,7 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
         let base = segs.first().map_or(0, |s| s.addr);
         let len = segs.iter().map(|s| s.len).sum();
         let user = MrUser {
+            ep: None,
             cntr: None,
             cntr_flags: BindFlags::empty(),
         };
@@ -124,6 +127,17 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
             let e = t.get_mut(self.key).ok_or(Error::Inval)?;
             e.user_mut().cntr = Some(cntr.inner.clone());
             e.user_mut().cntr_flags = flags;
+            Ok(())
+        })
+    }
+
+    /// `fi_mr_bind` to an endpoint (`FI_MR_ENDPOINT` domains): only peers addressing
+    /// that endpoint may access the region.
+    pub fn bind_ep(&self, ep: &crate::endpoint::Endpoint<S>) -> Result<()> {
+        let id = ep.ep() as *const crate::endpoint::EpInner<S> as usize;
+        self.domain.mr.with(|t| {
+            let e = t.get_mut(self.key).ok_or(Error::Inval)?;
+            e.user_mut().ep = Some(id);
             Ok(())
         })
     }

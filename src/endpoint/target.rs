@@ -17,6 +17,14 @@ use super::EpInner;
 const MAX_CHUNKS: usize = 8;
 
 impl<S: Config> EpInner<S> {
+    /// A region bound to another endpoint (`FI_MR_ENDPOINT`) is not reachable here.
+    fn bound_here(&self, user: &crate::mr::MrUser<S>) -> Result<(), Error> {
+        match user.ep {
+            Some(id) if id != self as *const Self as usize => Err(Error::Access),
+            _ => Ok(()),
+        }
+    }
+
     /// Applies an RMA write. Returns `false` to hold it back (remote CQ data with a full CQ).
     pub(crate) fn on_write(&self, hdr: &Header, src_name: &[u8], payload: &[u8]) -> bool {
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
@@ -40,6 +48,7 @@ impl<S: Config> EpInner<S> {
             self.domain.mr.with(|t| {
                 let (chunks, user) =
                     t.check(hdr.key, hdr.addr, payload.len(), MrAccess::REMOTE_WRITE)?;
+                self.bound_here(user)?;
                 let mut off = 0;
                 for c in chunks {
                     // SAFETY: `check` proved the chunk lies in a live registration with
@@ -104,6 +113,7 @@ impl<S: Config> EpInner<S> {
         };
         let res = self.domain.mr.with(|t| {
             let (chunks, user) = t.check(hdr.key, hdr.addr, len, MrAccess::REMOTE_READ)?;
+            self.bound_here(user)?;
             let mut parts: [&[u8]; MAX_CHUNKS] = [&[]; MAX_CHUNKS];
             let mut n = 0;
             for c in chunks {
@@ -180,6 +190,7 @@ impl<S: Config> EpInner<S> {
         let mut old = [0u8; crate::domain::MAX_ATOMIC_SIZE];
         let res = self.domain.mr.with(|t| {
             let (mut chunks, user) = t.check(hdr.key, hdr.addr, n, access)?;
+            self.bound_here(user)?;
             let c = chunks.next().ok_or(Error::Fault)?;
             if c.len != n || chunks.next().is_some() {
                 // An atomic must touch one contiguous piece of memory.
