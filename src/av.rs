@@ -92,7 +92,7 @@ impl<S: Config> AddressVector<S> {
         }
         let inner = Arc::new(AvInner {
             state: LockOf::<S, _>::new(AvState {
-                table: AvTable::new(attr.count),
+                table: AvTable::with_rx_ctx_bits(attr.count, attr.rx_ctx_bits)?,
                 eq: None,
             }),
             rx_ctx_bits: attr.rx_ctx_bits,
