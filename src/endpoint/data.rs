@@ -640,6 +640,104 @@ macro_rules! tx_calls {
                 r.data = data_of(flags, m.data);
                 self.ep().post_tx(self.txi(), &r, flags)
             }
+            /// `fi_atomicv`: the operand gathered from several buffers (`fi_ioc` list).
+            #[allow(clippy::too_many_arguments)]
+            #[inline]
+            pub fn atomicv(
+                &self,
+                operand: &[&[u8]],
+                datatype: Datatype,
+                op: AtomicOp,
+                dest: FiAddr,
+                addr: u64,
+                key: MrKey,
+                context: Context,
+            ) -> Result<()> {
+                let m = AtomicMsg {
+                    operand: &[],
+                    addr: dest,
+                    remote_addr: addr,
+                    key,
+                    datatype,
+                    op,
+                    context,
+                    data: 0,
+                };
+                let r = atomic_req(AtomicClass::Base, operand, &[], RawIov::EMPTY, &m)?;
+                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+            }
+            /// `fi_fetch_atomicv`: operand gathered, old values scattered into `result`.
+            ///
+            /// # Safety
+            /// As [`Self::fetch_atomic`], for every result buffer.
+            #[allow(clippy::too_many_arguments)]
+            #[inline]
+            pub unsafe fn fetch_atomicv(
+                &self,
+                operand: &[&[u8]],
+                result: &mut [&mut [u8]],
+                datatype: Datatype,
+                op: AtomicOp,
+                dest: FiAddr,
+                addr: u64,
+                key: MrKey,
+                context: Context,
+            ) -> Result<()> {
+                let m = AtomicMsg {
+                    operand: &[],
+                    addr: dest,
+                    remote_addr: addr,
+                    key,
+                    datatype,
+                    op,
+                    context,
+                    data: 0,
+                };
+                let operand = if op == AtomicOp::AtomicRead {
+                    &[][..]
+                } else {
+                    operand
+                };
+                let r = atomic_req(AtomicClass::Fetch, operand, &[], RawIov::many(result)?, &m)?;
+                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+            }
+            /// `fi_compare_atomicv`: the compare values are one contiguous buffer.
+            ///
+            /// # Safety
+            /// As [`Self::fetch_atomic`], for every result buffer.
+            #[allow(clippy::too_many_arguments)]
+            #[inline]
+            pub unsafe fn compare_atomicv(
+                &self,
+                operand: &[&[u8]],
+                compare: &[u8],
+                result: &mut [&mut [u8]],
+                datatype: Datatype,
+                op: AtomicOp,
+                dest: FiAddr,
+                addr: u64,
+                key: MrKey,
+                context: Context,
+            ) -> Result<()> {
+                let m = AtomicMsg {
+                    operand: &[],
+                    addr: dest,
+                    remote_addr: addr,
+                    key,
+                    datatype,
+                    op,
+                    context,
+                    data: 0,
+                };
+                let r = atomic_req(
+                    AtomicClass::Compare,
+                    operand,
+                    compare,
+                    RawIov::many(result)?,
+                    &m,
+                )?;
+                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+            }
             /// `fi_atomicvalid`: the most elements one base atomic may carry.
             pub fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
                 atomic::valid_count(
