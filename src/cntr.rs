@@ -48,15 +48,19 @@ impl<S: Config> CntrInner<S> {
     }
 
     /// Removes and returns the triggered operations whose threshold has been reached,
-    /// oldest first.
+    /// in threshold order (oldest first among equal thresholds).
     pub(crate) fn take_due(&self) -> Vec<Deferred<S>> {
         let v = self.value();
         self.triggers.with(|t| {
             if t.iter().all(|d| d.threshold > v) {
                 return Vec::new();
             }
-            let (due, keep): (Vec<_>, Vec<_>) = t.drain(..).partition(|d| d.threshold <= v);
+            let (mut due, keep): (Vec<_>, Vec<_>) = t.drain(..).partition(|d| d.threshold <= v);
             *t = keep;
+            // fi_trigger(3): operations fire in threshold order even when one increment
+            // passes several thresholds; the stable sort keeps submission order for equal
+            // thresholds.
+            due.sort_by_key(|d| d.threshold);
             due
         })
     }
