@@ -268,20 +268,8 @@ impl<S: Config> EpInner<S> {
                 let pos = st.fenced.iter().position(|o| o.ctx == ctx)?;
                 let o = st.fenced.remove(pos)?;
                 if let Some(cq) = &st.bind.cq {
-                    let req = TxReq {
-                        op: o.op,
-                        iov: &[],
-                        compare: &[],
-                        result: o.result,
-                        dest: o.dest,
-                        tag: o.tag,
-                        data: o.data,
-                        rma: o.rma,
-                        atomic: o.atomic,
-                        ctx: o.ctx,
-                    };
                     let mut e = CqErrEntry::new(o.ctx, Error::Canceled);
-                    e.flags = tx::completion_kind(&req).0;
+                    e.flags = o.completion_flags();
                     cq.complete_err(e);
                 }
                 Some(())
@@ -342,7 +330,9 @@ impl<S: Config> EpInner<S> {
                         cq.complete_err(e);
                     }
                     for o in fenced {
-                        cq.complete_err(CqErrEntry::new(o.ctx, Error::Canceled));
+                        let mut e = CqErrEntry::new(o.ctx, Error::Canceled);
+                        e.flags = o.completion_flags();
+                        cq.complete_err(e);
                     }
                 }
             });

@@ -49,6 +49,27 @@ pub(crate) struct OwnedTx {
 }
 
 impl OwnedTx {
+    /// The request without its payload: enough to classify the operation.
+    fn shape(&self) -> TxReq<'_> {
+        TxReq {
+            op: self.op,
+            iov: &[],
+            compare: &self.compare,
+            result: self.result,
+            dest: self.dest,
+            tag: self.tag,
+            data: self.data,
+            rma: self.rma,
+            atomic: self.atomic,
+            ctx: self.ctx,
+        }
+    }
+
+    /// The completion flags the operation reports.
+    pub(crate) fn completion_flags(&self) -> crate::flags::CqFlags {
+        super::tx::completion_kind(&self.shape()).0
+    }
+
     pub(crate) fn from_req(r: &TxReq<'_>, flags: OpFlags) -> OwnedTx {
         OwnedTx {
             op: r.op,

@@ -64,10 +64,11 @@ impl<S: Config> EpInner<S> {
                 pool,
                 ..
             } = st;
-            let m = if r.tagged { tagged } else { msg };
-            if m.posted_len() >= *size {
+            // `rx_attr.size` bounds the context as a whole, as `fi_rx_size_left` reports.
+            if tagged.posted_len() + msg.posted_len() >= *size {
                 return Err(Error::Again);
             }
+            let m = if r.tagged { tagged } else { msg };
             let (tag, ignore) = if r.tagged { (r.tag, r.ignore) } else { (0, 0) };
             let mut p = PostedRecv {
                 iov: r.iov,
