@@ -205,20 +205,43 @@ pub fn node_from_info<S: Config>(info: Info) -> Node<S> {
     node_in_fabric(fabric, info)
 }
 
+/// The CQ attributes of a default node.
+pub const NODE_CQ_ATTR: CqAttr = CqAttr {
+    wait_obj: WaitObj::Unspec,
+    ..CqAttr::DEFAULT
+};
+
 /// Opens a node in a new domain of an existing `fabric`.
 pub fn node_in_fabric<S: Config>(fabric: Fabric<S>, info: Info) -> Node<S> {
+    node_full(fabric, info, &NODE_CQ_ATTR, BindFlags::empty())
+}
+
+/// As [`node`], with the CQ opened with `cq_attr` and bound with
+/// `TRANSMIT | RECV | cq_bind` (e.g. `SELECTIVE_COMPLETION`).
+pub fn node_with<S: Config>(
+    tweak: impl FnOnce(&mut Info),
+    cq_attr: &CqAttr,
+    cq_bind: BindFlags,
+) -> Node<S> {
+    let mut info = rdm_info::<S>();
+    tweak(&mut info);
+    let fabric = Fabric::<S>::open(&info).expect("fi_fabric");
+    node_full(fabric, info, cq_attr, cq_bind)
+}
+
+fn node_full<S: Config>(
+    fabric: Fabric<S>,
+    info: Info,
+    cq_attr: &CqAttr,
+    cq_bind: BindFlags,
+) -> Node<S> {
     let domain = fabric.domain(&info).expect("fi_domain");
-    let cq = domain
-        .cq(&CqAttr {
-            wait_obj: WaitObj::Unspec,
-            ..CqAttr::DEFAULT
-        })
-        .expect("fi_cq_open");
+    let cq = domain.cq(cq_attr).expect("fi_cq_open");
     let av = domain.av(&AvAttr::DEFAULT).expect("fi_av_open");
     let cntr_tx = domain.cntr(&CntrAttr::DEFAULT).expect("fi_cntr_open (tx)");
     let cntr_rx = domain.cntr(&CntrAttr::DEFAULT).expect("fi_cntr_open (rx)");
     let ep = domain.endpoint(&info).expect("fi_endpoint");
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV | cq_bind)
         .expect("bind cq");
     ep.bind_cntr(
         &cntr_tx,
