@@ -815,7 +815,10 @@ mod ld80 {
         size: usize,
     ) -> Result<usize> {
         let len = target.len();
-        if !len.is_multiple_of(size) || operand.len() != len || (op.is_compare() && compare.len() != len) {
+        if !len.is_multiple_of(size)
+            || operand.len() != len
+            || (op.is_compare() && compare.len() != len)
+        {
             return Err(Error::Inval);
         }
         Ok(len / size)
