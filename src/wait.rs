@@ -40,6 +40,15 @@ impl<S: Config> Waitable for Counter<S> {
     }
 }
 
+impl<S: Config> Waitable for crate::eq::EventQueue<S> {
+    fn trywait(&self) -> Result<()> {
+        match self.read(true) {
+            Err(Error::Again) => Ok(()),
+            _ => Err(Error::Again),
+        }
+    }
+}
+
 /// `fi_trywait` over several objects.
 pub fn trywait(objs: &[&dyn Waitable]) -> Result<()> {
     for o in objs {
