@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 
 use fabric::attr::{
     AddrFormat, DomainAttr, EpAttr, EpType, FabricAttr, ResourceMgmt, RxAttr, TxAttr,
@@ -56,6 +56,9 @@ pub struct Inbox {
     q: Mutex<Queue>,
     waker: OnceLock<Arc<Waiter>>,
     closed: AtomicBool,
+    /// Held by the one thread draining the inbox, so packets are handled in arrival
+    /// order even when several threads progress the same endpoint.
+    poller: Mutex<()>,
 }
 
 impl Inbox {
@@ -124,6 +127,12 @@ impl Transport for LoopbackEp {
 
     #[inline]
     fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, mut f: F) -> usize {
+        // Another thread is draining: it will hand over every packet in order.
+        let _draining = match self.inbox.poller.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return 0,
+        };
         let mut n = 0;
         loop {
             // The lock is not held while the core handles a packet: handling may send to
@@ -264,6 +273,7 @@ impl Provider for Loopback {
             q: Mutex::new(Queue::default()),
             waker: OnceLock::new(),
             closed: AtomicBool::new(false),
+            poller: Mutex::new(()),
         });
         registry().insert(id, Arc::downgrade(&inbox));
         Ok(LoopbackEp {
