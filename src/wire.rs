@@ -157,4 +157,38 @@ mod tests {
         };
         assert_eq!(Header::parse(huge.as_bytes()), Err(Error::Io));
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Arbitrary peer bytes never panic the parser, and whatever it accepts has a
+            /// valid op and exactly the payload length it declares.
+            #[test]
+            fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+                if let Ok((h, payload)) = Header::parse(&bytes) {
+                    let op = h.op().expect("accepted header has a valid op");
+                    let want = if matches!(op, Op::ReadReq | Op::Ack) { 0 } else { h.len as usize };
+                    prop_assert_eq!(payload.len(), want);
+                    prop_assert_eq!(bytes.len(), 64 + want);
+                }
+            }
+
+            /// Every well-formed packet round-trips.
+            #[test]
+            fn round_trip(op in 1u8..=8, tag: u64, data: u64, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+                let carries = !matches!(Op::from_raw(op), Some(Op::ReadReq | Op::Ack));
+                let len = if carries { payload.len() as u64 } else { 4096 };
+                let h = Header { op, tag, data, len, ..Header::default() };
+                let mut bytes = h.as_bytes().to_vec();
+                if carries {
+                    bytes.extend_from_slice(&payload);
+                }
+                let (p, pl) = Header::parse(&bytes).unwrap();
+                prop_assert_eq!(p, h);
+                prop_assert_eq!(pl.len(), if carries { payload.len() } else { 0 });
+            }
+        }
+    }
 }
