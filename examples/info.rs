@@ -148,7 +148,7 @@ const ENV_VARS: &[EnvVar] = &[
         name: "FI_PROVIDER",
         kind: "String",
         help: "Only use specified providers: a comma-separated list, or with a leading ^ \
-               the providers to exclude; read by `info` and the runtime-dispatch registry \
+               the providers to exclude; read by `info` and by the runtime-dispatch registry \
                (default: all available)",
     },
     EnvVar {

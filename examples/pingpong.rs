@@ -84,7 +84,12 @@ struct Args {
     #[arg(short = 'p', value_name = "provider")]
     provider: Option<String>,
     /// endpoint type: msg|rdm|dgram (dgram)
-    #[arg(short = 'e', value_name = "ep_type", default_value = "dgram")]
+    #[arg(
+        short = 'e',
+        value_name = "ep_type",
+        default_value = "dgram",
+        hide_default_value = true
+    )]
     ep_type: String,
     /// number of iterations (by size: 10000, 1000 from 64k, 100 from 1m)
     #[arg(short = 'I', value_name = "number")]
@@ -96,7 +101,12 @@ struct Args {
     #[arg(short = 'c')]
     check: bool,
     /// transmit mode type: msg|tagged (msg)
-    #[arg(short = 'm', value_name = "transmit mode", default_value = "msg")]
+    #[arg(
+        short = 'm',
+        value_name = "transmit mode",
+        default_value = "msg",
+        hide_default_value = true
+    )]
     mode: String,
     /// enable debugging output
     #[arg(short = 'v')]
@@ -422,24 +432,37 @@ impl Perf {
 }
 
 /// `pp_fill_buf`/`pp_check_buf`: message `iter` starts at alphabet index
-/// `iter * 7 mod 62` and runs through the alphabet.
-fn integ_byte(iter: u64, i: usize) -> u8 {
-    let len = INTEG_ALPHABET.len();
-    let start = (iter as usize % len) * INTEG_SEED % len;
-    INTEG_ALPHABET[(start + i) % len]
+/// `iter * 7 mod 62` and runs through the alphabet, wrapping. Yields the pattern as
+/// `(offset, alphabet slice)` runs so filling and checking are `memcpy`/`memcmp`.
+fn pattern_runs(len: usize, iter: u64) -> impl Iterator<Item = (usize, &'static [u8])> {
+    let n = INTEG_ALPHABET.len();
+    let start = (iter % n as u64) as usize * INTEG_SEED % n;
+    let mut off = 0;
+    let mut k = start;
+    std::iter::from_fn(move || {
+        if off >= len {
+            return None;
+        }
+        let run = &INTEG_ALPHABET[k..(k + len - off).min(n)];
+        let at = off;
+        off += run.len();
+        k = 0;
+        Some((at, run))
+    })
 }
 
 fn fill(buf: &mut [u8], iter: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = integ_byte(iter, i);
+    for (at, run) in pattern_runs(buf.len(), iter) {
+        buf[at..at + run.len()].copy_from_slice(run);
     }
 }
 
 /// The first differing byte, if any.
 fn check(buf: &[u8], iter: u64) -> Option<usize> {
-    buf.iter()
-        .enumerate()
-        .position(|(i, &b)| b != integ_byte(iter, i))
+    pattern_runs(buf.len(), iter).find_map(|(at, run)| {
+        let got = &buf[at..at + run.len()];
+        (got != run).then(|| at + got.iter().zip(run).take_while(|(a, b)| a == b).count())
+    })
 }
 
 /// The control stream: `fi_pingpong`'s out-of-band protocol over any byte stream.
@@ -840,14 +863,14 @@ fn side_main<S: Read + Write>(
     stop: &AtomicBool,
     stream: S,
     client: bool,
-    report: &mut dyn FnMut(Perf),
+    report: &mut dyn FnMut(Perf) -> Res<()>,
 ) -> Res<()> {
     let mut ctrl = Ctrl { s: stream };
     let mut side = Side::open(info, opts, stop, &mut ctrl, client)?;
     for size in test_sizes(opts.sizes, tx_size(info, opts)) {
         opts.debug(format_args!("size {size}"));
         if let Some(p) = side.run_size(&mut ctrl, client, size)? {
-            report(p);
+            report(p)?;
         }
     }
     side.finalize()
@@ -855,7 +878,7 @@ fn side_main<S: Read + Write>(
 
 /// Runs server and client in this process (two threads, each with its own objects)
 /// over the control stream `opts.ctrl` selects; `report` gets the client's results.
-fn run_pair(opts: &Opts, info: &Info, report: &mut dyn FnMut(Perf)) -> Res<()> {
+fn run_pair(opts: &Opts, info: &Info, report: &mut dyn FnMut(Perf) -> Res<()>) -> Res<()> {
     let stop = AtomicBool::new(false);
     let stop = &stop;
     let (server_stream, client_stream): (Box<dyn ReadWrite>, Box<dyn ReadWrite>) = match opts.ctrl {
@@ -893,7 +916,7 @@ fn run_pair(opts: &Opts, info: &Info, report: &mut dyn FnMut(Perf)) -> Res<()> {
     };
     std::thread::scope(|s| {
         let server = s.spawn(move || {
-            let r = side_main(info, opts, stop, server_stream, false, &mut |_| {});
+            let r = side_main(info, opts, stop, server_stream, false, &mut |_| Ok(()));
             if r.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -929,7 +952,6 @@ fn run(opts: &Opts, out: &mut dyn Write) -> Res<Vec<Perf>> {
     ));
     let mut results = Vec::new();
     let mut header = !opts.json;
-    let mut io_err = None;
     run_pair(opts, &info, &mut |p: Perf| {
         let text = if opts.json {
             p.json(&info, opts)
@@ -938,15 +960,14 @@ fn run(opts: &Opts, out: &mut dyn Write) -> Res<Vec<Perf>> {
         } else {
             p.line()
         };
-        if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
-            io_err.get_or_insert(e);
-        }
+        // A closed stdout (`| head`) ends the run instead of running it to the end.
+        writeln!(out, "{text}")
+            .and_then(|()| out.flush())
+            .map_err(|e| Failure::new(Error::from(e), "writing the results failed"))?;
         results.push(p);
+        Ok(())
     })?;
-    match io_err {
-        Some(e) => Err(e.into()),
-        None => Ok(results),
-    }
+    Ok(results)
 }
 
 fn main() -> ExitCode {
