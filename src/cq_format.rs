@@ -9,9 +9,12 @@ use static_assertions::const_assert_eq;
 
 use crate::attr::CqFormatKind;
 use crate::flags::CqFlags;
-use crate::types::Context;
+use crate::types::{Context, FiAddr};
 
 /// Everything a completion can report; formats copy the subset they hold.
+///
+/// The default is an empty completion from an unknown source (`src` is
+/// [`FiAddr::NOTAVAIL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Completion {
     /// The operation's context.
@@ -26,9 +29,15 @@ pub struct Completion {
     pub data: u64,
     /// The message's tag (tagged receives).
     pub tag: u64,
+    /// The source address (receives on an endpoint with `FI_SOURCE`; otherwise
+    /// [`FiAddr::NOTAVAIL`]). It is what `fi_cq_readfrom` reports, and what a user
+    /// format with a `src` field stores.
+    pub src: FiAddr,
 }
 
-/// A CQ entry format. Open: users may define their own entry type.
+/// A CQ entry format. Open: users may define their own entry type, most easily with
+/// [`#[derive(CqFormat)]`](macro@crate::CqFormat) on a `#[repr(C)]` struct whose fields
+/// are a subset of [`Completion`]'s.
 pub trait CqFormat: 'static {
     /// The run-time view (`FI_CQ_FORMAT_*`), `Unspec` for user formats.
     const KIND: CqFormatKind;

@@ -257,6 +257,7 @@ fn complete_recv<S: Config>(
         buf: dst.base(),
         data: data.unwrap_or(0),
         tag,
+        src,
     };
     if truncated {
         if let Some(cq) = &bind.cq {
@@ -279,7 +280,7 @@ fn complete_recv<S: Config>(
     } else {
         if p.want {
             if let Some(cq) = &bind.cq {
-                cq.complete(&c, src);
+                cq.complete(&c);
             }
         }
         if let Some(c) = cntr {
@@ -313,9 +314,8 @@ fn peek_claim<S: Config>(
                     buf: 0,
                     data: u.data.unwrap_or(0),
                     tag: u.tag,
-                },
-                u.src,
-            );
+                    src: u.src,
+                });
         }
     };
     if flags.contains(OpFlags::PEEK) {

@@ -9,7 +9,6 @@ use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
 use crate::provider::Transport;
 use crate::ring::CqErrEntry;
-use crate::types::FiAddr;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::owned::{OwnedTx, TxReq};
@@ -139,9 +138,7 @@ impl<S: Config> EpInner<S> {
                             flags: cflags,
                             len,
                             ..Completion::default()
-                        },
-                        FiAddr::NOTAVAIL,
-                    );
+                        });
                 }
             }
             if let Some(c) = st.cntr(ck) {
@@ -180,9 +177,7 @@ impl<S: Config> EpInner<S> {
                                 flags: p.flags,
                                 len: p.len,
                                 ..Completion::default()
-                            },
-                            FiAddr::NOTAVAIL,
-                        );
+                            });
                     }
                 }
                 if let Some(c) = st.cntr(p.cntr) {
