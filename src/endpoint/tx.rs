@@ -19,6 +19,19 @@ impl<S: Config> EpInner<S> {
     /// Posts a transmit operation on transmit context `txi`.
     #[inline]
     pub(crate) fn post_tx(&self, txi: usize, r: &TxReq<'_>, flags: OpFlags) -> Result<()> {
+        self.post_tx_sized::<false>(txi, r, flags)
+    }
+
+    /// [`Self::post_tx`]; with `FITS` the caller has proven at compile time that the
+    /// payload fits the provider's inject size (and so its message size), and the
+    /// length tests are compiled out.
+    #[inline]
+    pub(crate) fn post_tx_sized<const FITS: bool>(
+        &self,
+        txi: usize,
+        r: &TxReq<'_>,
+        flags: OpFlags,
+    ) -> Result<()> {
         let tx = self.tx.get(txi).ok_or(Error::Inval)?;
         tx.state.with(|st| {
             if !st.enabled {
@@ -38,7 +51,10 @@ impl<S: Config> EpInner<S> {
                 return Err(Error::Inval);
             }
             let len = payload_len(r);
-            if len > st.max_msg_size || (flags.contains(OpFlags::INJECT) && len > st.inject_size) {
+            if !FITS
+                && (len > st.max_msg_size
+                    || (flags.contains(OpFlags::INJECT) && len > st.inject_size))
+            {
                 return Err(Error::MsgSize);
             }
             if !st.fenced.is_empty()
