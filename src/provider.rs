@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use typenum::{Const, IsLessOrEqual, ToUInt, True, Unsigned, U};
+use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
 
 use crate::error::Result;
 use crate::info::Info;
@@ -80,15 +80,27 @@ pub trait Transport: Send + Sync + 'static {
 /// `0..=1024` and the powers of two (and powers of two minus one) above; other
 /// lengths use the slice calls.
 #[diagnostic::on_unimplemented(
-    message = "an inject of `{Self}` bytes does not fit the inject size of provider `{P}`",
-    label = "array longer than `<{P} as Provider>::InjectSize` (or a length typenum cannot bridge)",
-    note = "use the slice call (`tinject`, `inject`, ...), which checks the length at run time"
+    message = "an inject of `{Self}` bytes: typenum cannot express this length",
+    label = "no `typenum::ToUInt` for this array length",
+    note = "the array injects take lengths 0..=1024, powers of two and powers of two minus one; use the slice call (`tinject`, `inject`, ...) for other lengths"
 )]
 pub trait InjectFits<P: Provider> {}
 
 impl<P: Provider, const N: usize> InjectFits<P> for Const<N>
 where
     Const<N>: ToUInt,
-    U<N>: IsLessOrEqual<P::InjectSize, Output = True>,
+    U<N>: IsLessOrEqual<P::InjectSize>,
+    LeEq<U<N>, P::InjectSize>: Fits,
 {
 }
+
+/// The outcome of the comparison behind [`InjectFits`]: implemented by `typenum::True`
+/// only, so an oversized array is reported as such.
+#[diagnostic::on_unimplemented(
+    message = "the array is longer than the provider's inject size (`Provider::InjectSize`)",
+    label = "this array does not fit one inject",
+    note = "use the slice call (`tinject`, `inject`, ...), which fails with `Error::MsgSize` at run time, or `tsend`/`send`"
+)]
+pub trait Fits {}
+
+impl Fits for True {}

@@ -210,6 +210,23 @@ fn direct_impl(input: TokenStream2) -> syn::Result<TokenStream2> {
     })
 }
 
+/// `tokens` with every span set to `span`, so a diagnostic about them points there.
+fn respan(tokens: TokenStream2, span: Span) -> TokenStream2 {
+    tokens
+        .into_iter()
+        .map(|mut t| {
+            if let proc_macro2::TokenTree::Group(g) = &t {
+                let mut ng = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                ng.set_span(span);
+                t = proc_macro2::TokenTree::Group(ng);
+            } else {
+                t.set_span(span);
+            }
+            t
+        })
+        .collect()
+}
+
 fn provider_path(path: &str, span: Span) -> TokenStream2 {
     let segs = path
         .trim_start_matches("::")
@@ -328,8 +345,8 @@ fn derive_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ),
             ));
         };
-        let want: Type = syn::parse_str(want)?;
         let ty = &f.ty;
+        let want = respan(syn::parse_str::<Type>(want)?.to_token_stream(), ty.span());
         // Spanned at the field's type, so a wrong type is reported there; the helper's
         // bound names both the declared and the expected type.
         inits.push(quote_spanned! {ty.span()=>
@@ -355,13 +372,22 @@ mod tests {
     #[test]
     fn unset_or_empty_is_loopback() {
         assert_eq!(resolve_provider(None), Ok("::fabric_loopback::Loopback"));
-        assert_eq!(resolve_provider(Some("")), Ok("::fabric_loopback::Loopback"));
-        assert_eq!(resolve_provider(Some("  ")), Ok("::fabric_loopback::Loopback"));
+        assert_eq!(
+            resolve_provider(Some("")),
+            Ok("::fabric_loopback::Loopback")
+        );
+        assert_eq!(
+            resolve_provider(Some("  ")),
+            Ok("::fabric_loopback::Loopback")
+        );
     }
 
     #[test]
     fn known_names_map_to_their_crates() {
-        assert_eq!(resolve_provider(Some("loopback")), Ok("::fabric_loopback::Loopback"));
+        assert_eq!(
+            resolve_provider(Some("loopback")),
+            Ok("::fabric_loopback::Loopback")
+        );
         assert_eq!(resolve_provider(Some("SHM")), Ok("::fabric_shm::Shm"));
         assert_eq!(resolve_provider(Some(" tcp ")), Ok("::fabric_tcp::Tcp"));
         assert_eq!(resolve_provider(Some("udp")), Ok("::fabric_udp::Udp"));
@@ -401,9 +427,13 @@ mod tests {
     fn direct_rejects_unknown_and_repeated_arguments() {
         let e = direct_impl(quote!(color = Red)).unwrap_err().to_string();
         assert!(e.contains("unknown argument `color`"), "{e}");
-        let e = direct_impl(quote!(cq = Msg, cq = Data)).unwrap_err().to_string();
+        let e = direct_impl(quote!(cq = Msg, cq = Data))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("given twice"), "{e}");
-        let e = direct_impl(quote!(provider = "ib")).unwrap_err().to_string();
+        let e = direct_impl(quote!(provider = "ib"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("known providers: loopback"), "{e}");
     }
 
@@ -418,7 +448,10 @@ mod tests {
         assert!(out.contains("c . src"), "{out}");
         assert!(!out.contains("c . len"), "{out}");
         let no_repr: DeriveInput = syn::parse_quote! { struct E { tag: u64 } };
-        assert!(derive_impl(&no_repr).unwrap_err().to_string().contains("repr(C)"));
+        assert!(derive_impl(&no_repr)
+            .unwrap_err()
+            .to_string()
+            .contains("repr(C)"));
         let bad: DeriveInput = syn::parse_quote! { #[repr(C)] struct E { colour: u64 } };
         assert!(derive_impl(&bad)
             .unwrap_err()

@@ -306,16 +306,15 @@ fn peek_claim<S: Config>(
             if u.data.is_some() {
                 f |= CqFlags::REMOTE_CQ_DATA;
             }
-            cq.complete(
-                &Completion {
-                    context: r.ctx,
-                    flags: f,
-                    len,
-                    buf: 0,
-                    data: u.data.unwrap_or(0),
-                    tag: u.tag,
-                    src: u.src,
-                });
+            cq.complete(&Completion {
+                context: r.ctx,
+                flags: f,
+                len,
+                buf: 0,
+                data: u.data.unwrap_or(0),
+                tag: u.tag,
+                src: u.src,
+            });
         }
     };
     if flags.contains(OpFlags::PEEK) {

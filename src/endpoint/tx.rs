@@ -148,13 +148,12 @@ impl<S: Config> EpInner<S> {
         if !needs_resp {
             if want {
                 if let Some(cq) = &st.bind.cq {
-                    cq.complete(
-                        &Completion {
-                            context: r.ctx,
-                            flags: cflags,
-                            len,
-                            ..Completion::default()
-                        });
+                    cq.complete(&Completion {
+                        context: r.ctx,
+                        flags: cflags,
+                        len,
+                        ..Completion::default()
+                    });
                 }
             }
             if let Some(c) = st.cntr(ck) {
@@ -187,13 +186,12 @@ impl<S: Config> EpInner<S> {
             if status == 0 {
                 if p.want {
                     if let Some(cq) = &st.bind.cq {
-                        cq.complete(
-                            &Completion {
-                                context: p.ctx,
-                                flags: p.flags,
-                                len: p.len,
-                                ..Completion::default()
-                            });
+                        cq.complete(&Completion {
+                            context: p.ctx,
+                            flags: p.flags,
+                            len: p.len,
+                            ..Completion::default()
+                        });
                     }
                 }
                 if let Some(c) = st.cntr(p.cntr) {
