@@ -4,6 +4,27 @@
 //! A provider describes a completion once as a [`Completion`]; the format's
 //! [`CqFormat::make`] picks the fields its entry has, so with inlining the others are
 //! never computed or stored.
+//!
+//! An application may declare its own entry with any subset of the completion fields;
+//! the provider then writes exactly those:
+//!
+//! ```
+//! use fabric::prelude::*;
+//!
+//! #[derive(Clone, Copy, Default, Debug, fabric::CqFormat)]
+//! #[repr(C)]
+//! struct Entry {
+//!     context: Context,
+//!     len: usize,
+//!     src: FiAddr, // the sender's AV address with FI_SOURCE
+//! }
+//! type Net = Stack<fabric_loopback::Loopback, ThreadDomain, Manual, Entry>;
+//! assert_eq!(core::mem::size_of::<<Entry as CqFormat>::Entry>(), 24);
+//! let c = Completion { context: Context(3), len: 5, tag: 9, src: FiAddr(1), ..Default::default() };
+//! let e = <Entry as CqFormat>::make(&c);
+//! assert_eq!((e.context, e.len, e.src), (Context(3), 5, FiAddr(1)));
+//! # let _ = getinfo::<Net>(None).unwrap();
+//! ```
 
 use static_assertions::const_assert_eq;
 

@@ -36,6 +36,15 @@
 //! };
 //! assert_eq!((n, entries[0].tag, &buf), (1, 7, b"hello"));
 //! ```
+//!
+//! For per-cluster builds, [`direct!`] picks the provider from the build-time variable
+//! `FABRIC_DIRECT` (default `loopback`), the other parameters from its arguments:
+//!
+//! ```
+//! type Net = fabric::direct!(threading = Domain, progress = Manual, cq = Tagged, av = Table);
+//! # use fabric::Config;
+//! # assert_eq!(<<Net as Config>::Provider as fabric::Provider>::NAME, "loopback");
+//! ```
 #![deny(unsafe_code)]
 
 pub mod attr;

@@ -57,7 +57,7 @@ struct Arg {
 
 enum ArgValue {
     Name(LitStr),
-    Type(Type),
+    Type(Box<Type>),
 }
 
 impl Parse for Arg {
@@ -67,7 +67,7 @@ impl Parse for Arg {
         let value = if input.peek(LitStr) {
             ArgValue::Name(input.parse()?)
         } else {
-            ArgValue::Type(input.parse()?)
+            ArgValue::Type(Box::new(input.parse()?))
         };
         Ok(Arg { key, value })
     }
