@@ -1,8 +1,10 @@
 //! A fixed number of `tinject` + receiver CQ reads on the default loopback stack, for
 //! counting instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages]` (default 100000). One message = `trecv` repost +
+//! Usage: `fastpath [messages] [array]` (default 100000). One message = `trecv` repost +
 //! `tinject` of 8 bytes + one `cq.read` that progresses, matches and returns the entry.
+//! With `array` the send is `tinject_array` (length proven at compile time, no run-time
+//! length test) instead of `tinject` of a slice.
 
 use fabric::prelude::*;
 use fabric_loopback::Loopback;
@@ -14,6 +16,7 @@ fn main() -> Result<()> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
+    let array = std::env::args().nth(2).is_some_and(|a| a == "array");
     let info =
         getinfo::<Net>(Some(&Hints::new().caps(Caps::TAGGED).ep_type(EpType::Rdm)))?.remove(0);
     let fabric = Fabric::<Net>::open(&info)?;
@@ -31,7 +34,11 @@ fn main() -> Result<()> {
     for i in 0..n {
         // SAFETY: `buf` lives across the loop and is read only after the completion.
         unsafe { ep.trecv(&mut buf, FiAddr::UNSPEC, 42, 0, Context(1))? };
-        ep.tinject(&i.to_le_bytes(), me, 42)?;
+        if array {
+            ep.tinject_array(&i.to_le_bytes(), me, 42)?;
+        } else {
+            ep.tinject(&i.to_le_bytes(), me, 42)?;
+        }
         loop {
             match cq.read(&mut entries) {
                 Ok(_) => break,

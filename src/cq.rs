@@ -36,9 +36,10 @@ pub(crate) struct CqInner<S: Config> {
 }
 
 impl<S: Config> CqInner<S> {
-    /// Records a successful completion.
+    /// Records a successful completion; `c.src` is also what `fi_cq_readfrom` reports.
     #[inline]
-    pub(crate) fn complete(&self, c: &Completion, src: FiAddr) {
+    pub(crate) fn complete(&self, c: &Completion) {
+        let src = c.src;
         let e = <S::Cq as CqFormat>::make(c);
         self.state.with(|st| {
             if let Err(e) = st.ring.push(e, src) {

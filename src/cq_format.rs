@@ -4,14 +4,38 @@
 //! A provider describes a completion once as a [`Completion`]; the format's
 //! [`CqFormat::make`] picks the fields its entry has, so with inlining the others are
 //! never computed or stored.
+//!
+//! An application may declare its own entry with any subset of the completion fields;
+//! the provider then writes exactly those:
+//!
+//! ```
+//! use fabric::prelude::*;
+//!
+//! #[derive(Clone, Copy, Default, Debug, fabric::CqFormat)]
+//! #[repr(C)]
+//! struct Entry {
+//!     context: Context,
+//!     len: usize,
+//!     src: FiAddr, // the sender's AV address with FI_SOURCE
+//! }
+//! type Net = Stack<fabric_loopback::Loopback, ThreadDomain, Manual, Entry>;
+//! assert_eq!(core::mem::size_of::<<Entry as CqFormat>::Entry>(), 24);
+//! let c = Completion { context: Context(3), len: 5, tag: 9, src: FiAddr(1), ..Default::default() };
+//! let e = <Entry as CqFormat>::make(&c);
+//! assert_eq!((e.context, e.len, e.src), (Context(3), 5, FiAddr(1)));
+//! # let _ = getinfo::<Net>(None).unwrap();
+//! ```
 
 use static_assertions::const_assert_eq;
 
 use crate::attr::CqFormatKind;
 use crate::flags::CqFlags;
-use crate::types::Context;
+use crate::types::{Context, FiAddr};
 
 /// Everything a completion can report; formats copy the subset they hold.
+///
+/// The default is an empty completion from an unknown source (`src` is
+/// [`FiAddr::NOTAVAIL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Completion {
     /// The operation's context.
@@ -26,9 +50,15 @@ pub struct Completion {
     pub data: u64,
     /// The message's tag (tagged receives).
     pub tag: u64,
+    /// The source address (receives on an endpoint with `FI_SOURCE`; otherwise
+    /// [`FiAddr::NOTAVAIL`]). It is what `fi_cq_readfrom` reports, and what a user
+    /// format with a `src` field stores.
+    pub src: FiAddr,
 }
 
-/// A CQ entry format. Open: users may define their own entry type.
+/// A CQ entry format. Open: users may define their own entry type, most easily with
+/// [`#[derive(CqFormat)]`](macro@crate::CqFormat) on a `#[repr(C)]` struct whose fields
+/// are a subset of [`Completion`]'s.
 pub trait CqFormat: 'static {
     /// The run-time view (`FI_CQ_FORMAT_*`), `Unspec` for user formats.
     const KIND: CqFormatKind;

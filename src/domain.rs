@@ -62,6 +62,20 @@ pub struct Fabric<S: Config> {
 impl<S: Config> Fabric<S> {
     /// `fi_fabric`: opens the fabric an `Info` from [`getinfo`] describes.
     pub fn open(info: &Info) -> Result<Self> {
+        // The array injects trust `InjectSize` (and skip the length tests, the message
+        // size one included), the slice injects `INJECT_SIZE`: a provider whose limits
+        // disagree fails to build here.
+        const {
+            assert!(
+                S::Provider::INJECT_SIZE
+                    == <<S::Provider as Provider>::InjectSize as typenum::Unsigned>::USIZE,
+                "Provider::INJECT_SIZE must equal Provider::InjectSize"
+            );
+            assert!(
+                S::Provider::INJECT_SIZE <= S::Provider::MAX_MSG_SIZE,
+                "Provider::INJECT_SIZE must not exceed Provider::MAX_MSG_SIZE"
+            );
+        };
         if !info.fabric_attr.prov_name.is_empty() && info.fabric_attr.prov_name != S::Provider::NAME
         {
             return Err(Error::NoDev);

@@ -36,6 +36,15 @@
 //! };
 //! assert_eq!((n, entries[0].tag, &buf), (1, 7, b"hello"));
 //! ```
+//!
+//! For per-cluster builds, [`direct!`] picks the provider from the build-time variable
+//! `FABRIC_DIRECT` (default `loopback`), the other parameters from its arguments:
+//!
+//! ```
+//! type Net = fabric::direct!(threading = Domain, progress = Manual, cq = Tagged, av = Table);
+//! # use fabric::Config;
+//! # assert_eq!(<<Net as Config>::Provider as fabric::Provider>::NAME, "loopback");
+//! ```
 #![deny(unsafe_code)]
 
 pub mod attr;
@@ -93,10 +102,51 @@ pub use error::{Error, Result};
 pub use eventq::{EqEntry, EqErrEntry, EqEvent};
 pub use info::{Hints, Info};
 pub use mr::{MemoryRegion, MrDesc};
-pub use provider::{Provider, Transport};
+pub use provider::{Fits, InjectFits, Provider, Transport};
 pub use ring::CqErrEntry;
 pub use types::{Context, FiAddr, MrKey};
 pub use wait::{trywait, PollSet, WaitSet, Waitable};
+
+/// Type-level numbers, for provider limits such as [`Provider::InjectSize`].
+pub use typenum;
+
+pub use fabric_macros::{direct, CqFormat};
+
+/// Support for the code that `fabric-macros` generates. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    /// `[T; 1] -> T`: lets `direct!` carry an `option_env!` in a type.
+    pub trait One {
+        /// The element type.
+        type Item;
+    }
+    impl<T> One for [T; 1] {
+        type Item = T;
+    }
+
+    /// A derived CQ format's field of declared type `D` takes a completion field of
+    /// type `Self`.
+    #[diagnostic::on_unimplemented(
+        message = "a `CqFormat` field of type `{D}` cannot hold this completion field, which is a `{Self}`",
+        label = "declare this field as `{Self}`"
+    )]
+    pub trait FieldIs<D> {
+        /// The value, as the declared type.
+        fn into_field(self) -> D;
+    }
+    impl<T> FieldIs<T> for T {
+        #[inline(always)]
+        fn into_field(self) -> T {
+            self
+        }
+    }
+
+    /// Converts completion field `v` (type `E`) into a field declared as `D`.
+    #[inline(always)]
+    pub fn field<D, E: FieldIs<D>>(v: E) -> D {
+        v.into_field()
+    }
+}
 
 /// Everything an application usually needs, in one import.
 pub mod prelude {

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
+
 use crate::error::Result;
 use crate::info::Info;
 use crate::waitobj::Waiter;
@@ -18,8 +20,14 @@ pub trait Provider: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// Provider version (`FI_VERSION(major, minor)` layout).
     const VERSION: u32;
-    /// Largest payload of `inject` calls.
-    const INJECT_SIZE: usize;
+    /// Largest payload of `inject` calls, as a type: the array injects
+    /// ([`Endpoint::tinject_array`](crate::Endpoint::tinject_array), ...) are bounded by
+    /// it at compile time and carry no run-time length test.
+    type InjectSize: Unsigned;
+    /// Largest payload of `inject` calls, the value of [`Provider::InjectSize`]. Leave
+    /// the default: the core relies on the two agreeing (and checks it at compile time
+    /// when a fabric of the provider is opened).
+    const INJECT_SIZE: usize = <Self::InjectSize as Unsigned>::USIZE;
     /// Largest message.
     const MAX_MSG_SIZE: usize;
 
@@ -61,3 +69,38 @@ pub trait Transport: Send + Sync + 'static {
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
 }
+
+/// Proof that an inject payload of `N` bytes fits provider `P`'s
+/// [`InjectSize`](Provider::InjectSize): implemented for `typenum::Const<N>` exactly when
+/// `N <= P::InjectSize`. It bounds the array injects
+/// ([`Endpoint::tinject_array`](crate::Endpoint::tinject_array), ...), so an oversized
+/// array does not compile and a fitting one needs no run-time length test.
+///
+/// `N` goes through typenum's const-generic bridge (`Const<N>: ToUInt`), which covers
+/// `0..=1024` and the powers of two (and powers of two minus one) above; other
+/// lengths use the slice calls.
+#[diagnostic::on_unimplemented(
+    message = "an inject of `{Self}` bytes: typenum cannot express this length",
+    label = "no `typenum::ToUInt` for this array length",
+    note = "the array injects take lengths 0..=1024, powers of two and powers of two minus one; use the slice call (`tinject`, `inject`, ...) for other lengths"
+)]
+pub trait InjectFits<P: Provider> {}
+
+impl<P: Provider, const N: usize> InjectFits<P> for Const<N>
+where
+    Const<N>: ToUInt,
+    U<N>: IsLessOrEqual<P::InjectSize>,
+    LeEq<U<N>, P::InjectSize>: Fits,
+{
+}
+
+/// The outcome of the comparison behind [`InjectFits`]: implemented by `typenum::True`
+/// only, so an oversized array is reported as such.
+#[diagnostic::on_unimplemented(
+    message = "the array is longer than the provider's inject size (`Provider::InjectSize`)",
+    label = "this array does not fit one inject",
+    note = "use the slice call (`tinject`, `inject`, ...), which fails with `Error::MsgSize` at run time, or `tsend`/`send`"
+)]
+pub trait Fits {}
+
+impl Fits for True {}

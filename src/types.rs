@@ -8,6 +8,15 @@
 #[repr(transparent)]
 pub struct FiAddr(pub u64);
 
+/// The default address is [`FiAddr::NOTAVAIL`] ("no address"), the value an entry
+/// carries when the source is unknown.
+impl Default for FiAddr {
+    #[inline]
+    fn default() -> FiAddr {
+        FiAddr::NOTAVAIL
+    }
+}
+
 impl FiAddr {
     /// `FI_ADDR_UNSPEC`: no particular peer (receive from anyone, unconnected send is invalid).
     pub const UNSPEC: FiAddr = FiAddr(u64::MAX);

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::flags::OpFlags;
 use crate::lock::Lock;
 use crate::mem::RawIov;
+use crate::provider::InjectFits;
 use crate::types::{Context, FiAddr, MrKey};
 use crate::wire::{Op, HDR_COMPARE, HDR_FETCH};
 
@@ -290,6 +291,83 @@ macro_rules! tx_calls {
                 r.tag = tag;
                 self.ep()
                     .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+            }
+            /// `fi_inject` of a fixed-size array: an array longer than the provider's
+            /// [`InjectSize`](crate::Provider::InjectSize) does not compile, and the
+            /// posting path carries no length test. Smaller per-endpoint limits requested
+            /// through hints (`tx_attr.inject_size`, `max_msg_size`) are not applied: the
+            /// provider's limit is what the type proves.
+            #[inline]
+            pub fn inject_array<const N: usize>(&self, buf: &[u8; N], dest: FiAddr) -> Result<()>
+            where
+                typenum::Const<N>: InjectFits<<S as Config>::Provider>,
+            {
+                let b = [&buf[..]];
+                self.ep().post_tx_sized::<true>(
+                    self.txi(),
+                    &req(Op::Msg, &b, dest, Context::NULL),
+                    self.tx_flags | OpFlags::INJECT,
+                )
+            }
+            /// `fi_injectdata` of a fixed-size array, as [`Self::inject_array`].
+            #[inline]
+            pub fn injectdata_array<const N: usize>(
+                &self,
+                buf: &[u8; N],
+                data: u64,
+                dest: FiAddr,
+            ) -> Result<()>
+            where
+                typenum::Const<N>: InjectFits<<S as Config>::Provider>,
+            {
+                let b = [&buf[..]];
+                let mut r = req(Op::Msg, &b, dest, Context::NULL);
+                r.data = Some(data);
+                self.ep()
+                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+            }
+            /// `fi_tinject` of a fixed-size array, as [`Self::inject_array`]:
+            ///
+            /// ```compile_fail
+            /// # use fabric::prelude::*;
+            /// # fn f(ep: &Endpoint<Stack<fabric_loopback::Loopback>>, to: FiAddr) {
+            /// ep.tinject_array(&[0u8; 8192], to, 7); // Loopback::InjectSize is 4096
+            /// # }
+            /// ```
+            #[inline]
+            pub fn tinject_array<const N: usize>(
+                &self,
+                buf: &[u8; N],
+                dest: FiAddr,
+                tag: u64,
+            ) -> Result<()>
+            where
+                typenum::Const<N>: InjectFits<<S as Config>::Provider>,
+            {
+                let b = [&buf[..]];
+                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
+                r.tag = tag;
+                self.ep()
+                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+            }
+            /// `fi_tinjectdata` of a fixed-size array, as [`Self::inject_array`].
+            #[inline]
+            pub fn tinjectdata_array<const N: usize>(
+                &self,
+                buf: &[u8; N],
+                data: u64,
+                dest: FiAddr,
+                tag: u64,
+            ) -> Result<()>
+            where
+                typenum::Const<N>: InjectFits<<S as Config>::Provider>,
+            {
+                let b = [&buf[..]];
+                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
+                r.tag = tag;
+                r.data = Some(data);
+                self.ep()
+                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
             }
             /// `fi_tsenddata`.
             #[inline]

@@ -257,6 +257,7 @@ fn complete_recv<S: Config>(
         buf: dst.base(),
         data: data.unwrap_or(0),
         tag,
+        src,
     };
     if truncated {
         if let Some(cq) = &bind.cq {
@@ -279,7 +280,7 @@ fn complete_recv<S: Config>(
     } else {
         if p.want {
             if let Some(cq) = &bind.cq {
-                cq.complete(&c, src);
+                cq.complete(&c);
             }
         }
         if let Some(c) = cntr {
@@ -305,17 +306,15 @@ fn peek_claim<S: Config>(
             if u.data.is_some() {
                 f |= CqFlags::REMOTE_CQ_DATA;
             }
-            cq.complete(
-                &Completion {
-                    context: r.ctx,
-                    flags: f,
-                    len,
-                    buf: 0,
-                    data: u.data.unwrap_or(0),
-                    tag: u.tag,
-                },
-                u.src,
-            );
+            cq.complete(&Completion {
+                context: r.ctx,
+                flags: f,
+                len,
+                buf: 0,
+                data: u.data.unwrap_or(0),
+                tag: u.tag,
+                src: u.src,
+            });
         }
     };
     if flags.contains(OpFlags::PEEK) {

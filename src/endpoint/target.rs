@@ -8,7 +8,6 @@ use crate::error::Error;
 use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
-use crate::types::FiAddr;
 use crate::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::EpInner;
@@ -80,7 +79,7 @@ impl<S: Config> EpInner<S> {
                             data: hdr.data,
                             ..Completion::default()
                         };
-                        cq.complete(&c, FiAddr::NOTAVAIL);
+                        cq.complete(&c);
                     }
                 }
                 self.reply(hdr, src_name, Op::Ack, 0, &[]);

@@ -9,7 +9,6 @@ use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
 use crate::provider::Transport;
 use crate::ring::CqErrEntry;
-use crate::types::FiAddr;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::owned::{OwnedTx, TxReq};
@@ -20,6 +19,19 @@ impl<S: Config> EpInner<S> {
     /// Posts a transmit operation on transmit context `txi`.
     #[inline]
     pub(crate) fn post_tx(&self, txi: usize, r: &TxReq<'_>, flags: OpFlags) -> Result<()> {
+        self.post_tx_sized::<false>(txi, r, flags)
+    }
+
+    /// [`Self::post_tx`]; with `FITS` the caller has proven at compile time that the
+    /// payload fits the provider's inject size (and so its message size), and the
+    /// length tests are compiled out.
+    #[inline]
+    pub(crate) fn post_tx_sized<const FITS: bool>(
+        &self,
+        txi: usize,
+        r: &TxReq<'_>,
+        flags: OpFlags,
+    ) -> Result<()> {
         let tx = self.tx.get(txi).ok_or(Error::Inval)?;
         tx.state.with(|st| {
             if !st.enabled {
@@ -39,7 +51,10 @@ impl<S: Config> EpInner<S> {
                 return Err(Error::Inval);
             }
             let len = payload_len(r);
-            if len > st.max_msg_size || (flags.contains(OpFlags::INJECT) && len > st.inject_size) {
+            if !FITS
+                && (len > st.max_msg_size
+                    || (flags.contains(OpFlags::INJECT) && len > st.inject_size))
+            {
                 return Err(Error::MsgSize);
             }
             if !st.fenced.is_empty()
@@ -133,15 +148,12 @@ impl<S: Config> EpInner<S> {
         if !needs_resp {
             if want {
                 if let Some(cq) = &st.bind.cq {
-                    cq.complete(
-                        &Completion {
-                            context: r.ctx,
-                            flags: cflags,
-                            len,
-                            ..Completion::default()
-                        },
-                        FiAddr::NOTAVAIL,
-                    );
+                    cq.complete(&Completion {
+                        context: r.ctx,
+                        flags: cflags,
+                        len,
+                        ..Completion::default()
+                    });
                 }
             }
             if let Some(c) = st.cntr(ck) {
@@ -174,15 +186,12 @@ impl<S: Config> EpInner<S> {
             if status == 0 {
                 if p.want {
                     if let Some(cq) = &st.bind.cq {
-                        cq.complete(
-                            &Completion {
-                                context: p.ctx,
-                                flags: p.flags,
-                                len: p.len,
-                                ..Completion::default()
-                            },
-                            FiAddr::NOTAVAIL,
-                        );
+                        cq.complete(&Completion {
+                            context: p.ctx,
+                            flags: p.flags,
+                            len: p.len,
+                            ..Completion::default()
+                        });
                     }
                 }
                 if let Some(c) = st.cntr(p.cntr) {

@@ -25,8 +25,10 @@ use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op};
 use fabric::{Error, Info, Provider, Result, Transport};
 
+/// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
+pub type InjectSize = fabric::typenum::U4096;
 /// Largest `inject` payload.
-pub const INJECT_SIZE: usize = 4096;
+pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
 /// Largest message.
 pub const MAX_MSG_SIZE: usize = 64 << 20;
 /// Requests an inbox holds before senders see `FI_EAGAIN`.
@@ -255,7 +257,7 @@ fn candidate(ep_type: EpType) -> Info {
 impl Provider for Loopback {
     const NAME: &'static str = "loopback";
     const VERSION: u32 = 1 << 16;
-    const INJECT_SIZE: usize = INJECT_SIZE;
+    type InjectSize = InjectSize;
     const MAX_MSG_SIZE: usize = MAX_MSG_SIZE;
 
     type Peer = Arc<Inbox>;

@@ -1,0 +1,4 @@
+// An unknown provider name lists the known ones.
+type Net = fabric::direct!(provider = "verbs");
+
+fn main() {}
