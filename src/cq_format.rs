@@ -36,6 +36,10 @@ pub trait CqFormat: 'static {
     type Entry: Copy + Default + Send + 'static;
     /// Builds an entry from a completion, copying only the fields the format has.
     fn make(c: &Completion) -> Self::Entry;
+    /// The inverse of [`make`](Self::make): the completion an entry reports, with the
+    /// fields the format lacks left at their defaults (zero). Format-independent readers
+    /// (the run-time dispatch layer, logging) see any stack's entries through it.
+    fn completion(e: &Self::Entry) -> Completion;
 }
 
 /// `struct fi_cq_entry`.
@@ -124,6 +128,13 @@ impl CqFormat for CqContext {
             op_context: c.context,
         }
     }
+    #[inline(always)]
+    fn completion(e: &CqEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            ..Completion::default()
+        }
+    }
 }
 impl CqFormat for CqMsg {
     const KIND: CqFormatKind = CqFormatKind::Msg;
@@ -134,6 +145,15 @@ impl CqFormat for CqMsg {
             op_context: c.context,
             flags: c.flags,
             len: c.len,
+        }
+    }
+    #[inline(always)]
+    fn completion(e: &CqMsgEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            ..Completion::default()
         }
     }
 }
@@ -150,6 +170,17 @@ impl CqFormat for CqData {
             data: c.data,
         }
     }
+    #[inline(always)]
+    fn completion(e: &CqDataEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+            tag: 0,
+        }
+    }
 }
 impl CqFormat for CqTagged {
     const KIND: CqFormatKind = CqFormatKind::Tagged;
@@ -163,6 +194,17 @@ impl CqFormat for CqTagged {
             buf: c.buf,
             data: c.data,
             tag: c.tag,
+        }
+    }
+    #[inline(always)]
+    fn completion(e: &CqTaggedEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+            tag: e.tag,
         }
     }
 }

@@ -53,6 +53,7 @@ pub mod config;
 pub mod cq;
 pub mod cq_format;
 pub mod domain;
+pub mod dynamic;
 pub mod endpoint;
 pub mod eq;
 pub mod eventq;
