@@ -208,3 +208,43 @@ impl CqFormat for CqTagged {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `completion` inverts `make` on the fields each format holds, zeroing the others.
+    #[test]
+    fn completion_inverts_make() {
+        let c = Completion {
+            context: Context(9),
+            flags: CqFlags::RECV | CqFlags::TAGGED,
+            len: 3,
+            buf: 0x1000,
+            data: 7,
+            tag: 0x42,
+        };
+        let only = |f: fn(&mut Completion)| {
+            let mut z = Completion::default();
+            f(&mut z);
+            z
+        };
+        assert_eq!(
+            CqContext::completion(&CqContext::make(&c)),
+            only(|z| z.context = Context(9))
+        );
+        assert_eq!(
+            CqMsg::completion(&CqMsg::make(&c)),
+            only(|z| {
+                z.context = Context(9);
+                z.flags = CqFlags::RECV | CqFlags::TAGGED;
+                z.len = 3;
+            })
+        );
+        assert_eq!(
+            CqData::completion(&CqData::make(&c)),
+            Completion { tag: 0, ..c }
+        );
+        assert_eq!(CqTagged::completion(&CqTagged::make(&c)), c);
+    }
+}
