@@ -36,6 +36,10 @@
 //! };
 //! assert_eq!((n, entries[0].tag, &buf), (1, 7, b"hello"));
 //! ```
+//!
+//! [`dynamic`] is the optional run-time counterpart: provider and parameters chosen from
+//! `fi_getinfo` results, objects behind object-safe traits. The static types never depend
+//! on it.
 #![deny(unsafe_code)]
 
 pub mod attr;

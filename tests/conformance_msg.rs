@@ -1,7 +1,8 @@
 //! Conformance of the message and tagged data paths and of the completion, counter, EQ,
 //! AV, wait and endpoint objects against libfabric's man pages (`fi_msg`, `fi_tagged`,
 //! `fi_cq`, `fi_cntr`, `fi_eq`, `fi_av`, `fi_poll`, `fi_endpoint`), with one generic
-//! body per behaviour instantiated for the stack matrix of `common::conformance_matrix`.
+//! body per behaviour (written against `common::Api`) instantiated for the matrix of
+//! `common::conformance_matrix`: static stacks and the same choices made at run time.
 
 mod common;
 

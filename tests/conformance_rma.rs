@@ -1,6 +1,7 @@
 //! Conformance of RMA (`fi_rma`), atomics (`fi_atomic`), memory registration
 //! (`fi_mr`), counters bound to RMA (`fi_cntr`), triggered operations (`fi_trigger`) and
-//! `FI_FENCE` against libfabric's man pages, for the matrix of stacks.
+//! `FI_FENCE` against libfabric's man pages, for the matrix of static stacks and run-time
+//! choices (`common::conformance_matrix`), each body written once against `common::Api`.
 //!
 //! Buffers that an `unsafe` call (read, fetching atomic, receive) may write are declared
 //! before the nodes, so that even when a test panics they outlive the endpoints that

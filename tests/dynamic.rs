@@ -520,6 +520,80 @@ fn static_objects_through_the_traits() {
     assert_eq!(c.read(), 3);
 }
 
+/// Shared transmit and receive contexts and a scalable endpoint's contexts, opened
+/// through the wrappers' own methods.
+#[test]
+fn shared_and_scalable_contexts() {
+    let mut rbuf = [[0u8; 4]; 2];
+    let peer = node(rdm(), CqFormatKind::Unspec);
+    let mut info = Two::getinfo_filtered(Some(&rdm()), &ProviderFilter::parse("loopback"))
+        .unwrap()
+        .remove(0);
+    let fabric = Two::fabric(&info).unwrap();
+    let d = fabric.domain(&info).unwrap();
+    let cq = d.cq(&CqAttr::DEFAULT).unwrap();
+    let av = d.av(&AvAttr::DEFAULT).unwrap();
+    let stx = d.shared_tx(&info).unwrap();
+    let srx = d.shared_rx(&info).unwrap();
+    stx.bind_cq(&cq, BindFlags::TRANSMIT).unwrap();
+    srx.bind_cq(&cq, BindFlags::RECV).unwrap();
+    let ep = stx.endpoint(&info, Some(&srx)).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    let to_peer = av.insert(&peer.ep.name()).unwrap();
+    let to_ep = peer.av.insert(&ep.name()).unwrap();
+    let [r0, r1] = &mut rbuf;
+    // SAFETY: `rbuf` outlives the receives, which complete below.
+    unsafe {
+        ep.recv(r0, FiAddr::UNSPEC, Context(1)).unwrap();
+        peer.ep.recv(r1, FiAddr::UNSPEC, Context(2)).unwrap();
+    }
+    ep.send(b"stx!", to_peer, Context(3)).unwrap();
+    peer.ep.send(b"srx!", to_ep, Context(4)).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let mut e = [DynEntry::default(); 2];
+        let n = read_some(&cq, &mut e[..], &peer.domain);
+        got.extend(e[..n].iter().map(|e| e.context().0));
+    }
+    got.sort_unstable();
+    assert_eq!(got, [1, 3]);
+    let mut e = [DynEntry::default(); 2];
+    let mut n = 0;
+    while n < 2 {
+        n += read_some(&peer.cq, &mut e[n..], &d);
+    }
+    assert_eq!(&rbuf, &[*b"srx!", *b"stx!"]);
+    // A shared receive context of another stack is refused.
+    let other = node(rdm().threading(ThreadingLevel::Safe), CqFormatKind::Unspec);
+    let osrx = other.domain.shared_rx(&info).unwrap();
+    assert!(matches!(
+        stx.endpoint(&info, Some(&osrx)),
+        Err(Error::Domain)
+    ));
+
+    // Scalable endpoint: contexts through the wrapper.
+    info.ep_attr.tx_ctx_cnt = 2;
+    info.ep_attr.rx_ctx_cnt = 2;
+    let sep = d.scalable_endpoint(&info).unwrap();
+    sep.bind_av(&av).unwrap();
+    let (tx1, rx1) = (sep.tx_context(1).unwrap(), sep.rx_context(1).unwrap());
+    assert!(sep.tx_context(2).is_err() && sep.rx_context(2).is_err());
+    let cq2 = d.cq(&CqAttr::DEFAULT).unwrap();
+    tx1.bind_cq(&cq2, BindFlags::TRANSMIT).unwrap();
+    rx1.bind_cq(&cq2, BindFlags::RECV).unwrap();
+    tx1.enable().unwrap();
+    rx1.enable().unwrap();
+    sep.enable().unwrap();
+    tx1.inject(b"ctx1", to_peer).unwrap();
+    let mut buf = [0u8; 4];
+    // SAFETY: `buf` outlives the receive, which completes below.
+    unsafe { peer.ep.recv(&mut buf, FiAddr::UNSPEC, Context(5)).unwrap() };
+    let mut e = [DynEntry::default(); 1];
+    read_some(&peer.cq, &mut e[..], &d);
+    assert_eq!((e[0].context(), &buf), (Context(5), b"ctx1"));
+}
+
 /// Every trait stays object safe (this fails to compile otherwise).
 #[test]
 fn traits_are_object_safe() {

@@ -5,14 +5,7 @@
 //! The stacks behind the dynamic layer all store tagged entries (the superset of every
 //! format), so a read converts each stored entry into the CQ's format, dropping the
 //! fields the format lacks, exactly as a static CQ of that format would have built it.
-//! Where the entries go is the caller's choice of output buffer, a [`CqBuf`]:
-//!
-//! | buffer | what is written |
-//! |---|---|
-//! | `[u8]` | C-layout entries of the CQ's format (`struct fi_cq_*_entry`), `entry_size()` bytes each, as `fi_cq_read` writes them |
-//! | `[DynEntry]` | one [`DynEntry`] per completion, tagged with the CQ's format |
-//! | `[CqEntry]`, `[CqMsgEntry]`, `[CqDataEntry]`, `[CqTaggedEntry]` | the typed entries; the type must be the CQ's format (`Err(Inval)` otherwise) |
-//! | `[Completion]` | format-independent completions, fields the format lacks zero |
+//! Where the entries go is the caller's choice of output buffer, a [`CqBuf`].
 
 use std::any::Any;
 use std::os::fd::RawFd;
@@ -142,8 +135,14 @@ fn mask(format: CqFormatKind, c: &Completion) -> Completion {
     DynEntry::make(format, c).completion()
 }
 
-/// An output buffer for [`DynCq`] reads. See the [module docs](self) for the
-/// implementations.
+/// An output buffer for [`DynCq`] reads:
+///
+/// | buffer | what is written |
+/// |---|---|
+/// | `[u8]` | C-layout entries of the CQ's format (`struct fi_cq_*_entry`), `entry_size()` bytes each, as `fi_cq_read` writes them |
+/// | `[DynEntry]` | one [`DynEntry`] per completion, tagged with the CQ's format |
+/// | `[CqEntry]`, `[CqMsgEntry]`, `[CqDataEntry]`, `[CqTaggedEntry]` | the typed entries; the type must be the CQ's format (`Err(Inval)` otherwise) |
+/// | `[Completion]` | format-independent completions, fields the format lacks zero |
 pub trait CqBuf {
     /// How many entries of `format` fit, or `Err(Inval)` when the buffer cannot hold
     /// entries of that format.
@@ -239,7 +238,7 @@ typed_buf!(CqEntry => CqContext, CqMsgEntry => CqMsg, CqDataEntry => CqData, CqT
 
 /// A completion queue whose entry format was chosen at open time.
 ///
-/// Reads are generic over the output buffer ([`CqBuf`]): bytes in the C layout of the
+/// Reads are generic over the output buffer ([`CqBuf`], see there): bytes in the C layout of the
 /// format, [`DynEntry`]s, the format's typed entries, or [`Completion`]s. The other CQ
 /// calls (`read_err`, `signal`, `wait_fd`, `strerror`) come from [`CqOps`], `trywait`
 /// from [`Waitable`].
