@@ -79,12 +79,12 @@ pub(crate) fn chunked(
 /// Declares the methods of a method list (see [`tx_methods`]) in a trait.
 macro_rules! ops_trait {
     (
-        ($(#[$tm:meta])* pub trait $Trait:ident $(: $($sup:path),+)?) { $($extra:tt)* }
+        ($(#[$tm:meta])* pub trait $Trait:ident) { $($extra:tt)* }
         safe { $( $(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; )* }
         unsafe { $( $(#[$um:meta])* fn $uname:ident($($uarg:ident: $uty:ty),* $(,)?) -> $uret:ty; )* }
     ) => {
         $(#[$tm])*
-        pub trait $Trait $(: $($sup +)+)? {
+        pub trait $Trait {
             $( $(#[$m])* fn $name(&self, $($arg: $ty),*) -> $ret; )*
             $( $(#[$um])* unsafe fn $uname(&self, $($uarg: $uty),*) -> $uret; )*
             $($extra)*
