@@ -66,6 +66,10 @@ pub trait CqFormat: 'static {
     type Entry: Copy + Default + Send + 'static;
     /// Builds an entry from a completion, copying only the fields the format has.
     fn make(c: &Completion) -> Self::Entry;
+    /// The inverse of [`make`](Self::make): the completion an entry reports, with the
+    /// fields the format lacks left at their defaults (zero). Format-independent readers
+    /// (the run-time dispatch layer, logging) see any stack's entries through it.
+    fn completion(e: &Self::Entry) -> Completion;
 }
 
 /// `struct fi_cq_entry`.
@@ -154,6 +158,13 @@ impl CqFormat for CqContext {
             op_context: c.context,
         }
     }
+    #[inline(always)]
+    fn completion(e: &CqEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            ..Completion::default()
+        }
+    }
 }
 impl CqFormat for CqMsg {
     const KIND: CqFormatKind = CqFormatKind::Msg;
@@ -164,6 +175,15 @@ impl CqFormat for CqMsg {
             op_context: c.context,
             flags: c.flags,
             len: c.len,
+        }
+    }
+    #[inline(always)]
+    fn completion(e: &CqMsgEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            ..Completion::default()
         }
     }
 }
@@ -180,6 +200,17 @@ impl CqFormat for CqData {
             data: c.data,
         }
     }
+    #[inline(always)]
+    fn completion(e: &CqDataEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+            ..Completion::default()
+        }
+    }
 }
 impl CqFormat for CqTagged {
     const KIND: CqFormatKind = CqFormatKind::Tagged;
@@ -194,5 +225,58 @@ impl CqFormat for CqTagged {
             data: c.data,
             tag: c.tag,
         }
+    }
+    #[inline(always)]
+    fn completion(e: &CqTaggedEntry) -> Completion {
+        Completion {
+            context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+            tag: e.tag,
+            ..Completion::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `completion` inverts `make` on the fields each format holds, zeroing the others.
+    #[test]
+    fn completion_inverts_make() {
+        let c = Completion {
+            context: Context(9),
+            flags: CqFlags::RECV | CqFlags::TAGGED,
+            len: 3,
+            buf: 0x1000,
+            data: 7,
+            tag: 0x42,
+            src: FiAddr::NOTAVAIL,
+        };
+        let only = |f: fn(&mut Completion)| {
+            let mut z = Completion::default();
+            f(&mut z);
+            z
+        };
+        assert_eq!(
+            CqContext::completion(&CqContext::make(&c)),
+            only(|z| z.context = Context(9))
+        );
+        assert_eq!(
+            CqMsg::completion(&CqMsg::make(&c)),
+            only(|z| {
+                z.context = Context(9);
+                z.flags = CqFlags::RECV | CqFlags::TAGGED;
+                z.len = 3;
+            })
+        );
+        assert_eq!(
+            CqData::completion(&CqData::make(&c)),
+            Completion { tag: 0, ..c }
+        );
+        assert_eq!(CqTagged::completion(&CqTagged::make(&c)), c);
     }
 }

@@ -45,6 +45,10 @@
 //! # use fabric::Config;
 //! # assert_eq!(<<Net as Config>::Provider as fabric::Provider>::NAME, "loopback");
 //! ```
+//!
+//! [`dynamic`] is the optional run-time counterpart: provider and parameters chosen from
+//! `fi_getinfo` results, objects behind object-safe traits. The static types never depend
+//! on it.
 #![deny(unsafe_code)]
 
 pub mod attr;
@@ -62,6 +66,7 @@ pub mod config;
 pub mod cq;
 pub mod cq_format;
 pub mod domain;
+pub mod dynamic;
 pub mod endpoint;
 pub mod eq;
 pub mod eventq;

@@ -1,14 +1,15 @@
 //! Conformance of the message and tagged data paths and of the completion, counter, EQ,
 //! AV, wait and endpoint objects against libfabric's man pages (`fi_msg`, `fi_tagged`,
 //! `fi_cq`, `fi_cntr`, `fi_eq`, `fi_av`, `fi_poll`, `fi_endpoint`), with one generic
-//! body per behaviour instantiated for the stack matrix of `common::conformance_matrix`.
+//! body per behaviour (written against `common::Api`) instantiated for the matrix of
+//! `common::conformance_matrix`: static stacks and the same choices made at run time.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use fabric::av_type::AvType;
+use fabric::dynamic::prelude::*;
 use fabric::prelude::*;
 
 const ANY: FiAddr = FiAddr::UNSPEC;
@@ -16,7 +17,7 @@ const ANY: FiAddr = FiAddr::UNSPEC;
 /// Sends `buf` tagged `tag` with `FI_DELIVERY_COMPLETE` and waits for its completion, so
 /// that the message has been accepted by `to`'s endpoint (matched or queued unexpected)
 /// under either progress model.
-fn deliver_tagged<S: Conf>(from: &Node<S>, to: &Node<S>, dest: FiAddr, buf: &[u8], tag: u64) {
+fn deliver_tagged<A: Api>(from: &Node<A>, to: &Node<A>, dest: FiAddr, buf: &[u8], tag: u64) {
     let iov = [buf];
     let ctx = Context(0xde11_0000 + tag as usize);
     from.ep
@@ -36,7 +37,7 @@ fn deliver_tagged<S: Conf>(from: &Node<S>, to: &Node<S>, dest: FiAddr, buf: &[u8
 }
 
 /// As [`deliver_tagged`] for an untagged message.
-fn deliver_msg<S: Conf>(from: &Node<S>, to: &Node<S>, dest: FiAddr, buf: &[u8], ctx: Context) {
+fn deliver_msg<A: Api>(from: &Node<A>, to: &Node<A>, dest: FiAddr, buf: &[u8], ctx: Context) {
     let iov = [buf];
     from.ep
         .sendmsg(
@@ -57,9 +58,9 @@ fn deliver_msg<S: Conf>(from: &Node<S>, to: &Node<S>, dest: FiAddr, buf: &[u8], 
 // fi_msg
 // ---------------------------------------------------------------------------------------
 
-fn msg_send_recv<S: Conf>() {
+fn msg_send_recv<A: Api>() {
     let mut buf = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buf outlives the receive, which completes below before buf is read.
     unsafe { b.ep.recv(&mut buf, ANY, Context(7)).unwrap() };
     a.ep.send(b"hello", b_at_a, Context(1)).unwrap();
@@ -96,10 +97,10 @@ fn msg_send_recv<S: Conf>() {
     assert_cq_empty(&b.cq, &[&a.domain]);
 }
 
-fn msg_sendv_recvv<S: Conf>() {
+fn msg_sendv_recvv<A: Api>() {
     let mut r1 = [0u8; 3];
     let mut r2 = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     {
         let mut iov: [&mut [u8]; 2] = [&mut r1, &mut r2];
         // SAFETY: r1 and r2 outlive the receive, which completes below.
@@ -129,10 +130,10 @@ fn msg_sendv_recvv<S: Conf>() {
     assert_eq!(r2[4..], [0; 4]);
 }
 
-fn msg_sendmsg_recvmsg<S: Conf>() {
+fn msg_sendmsg_recvmsg<A: Api>() {
     let mut r1 = [0u8; 4];
     let mut r2 = [0u8; 4];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     {
         let mut iov: [&mut [u8]; 2] = [&mut r1, &mut r2];
         let mut m = MsgMut {
@@ -175,9 +176,9 @@ fn msg_sendmsg_recvmsg<S: Conf>() {
     assert_eq!((&r1, &r2), (b"1234", b"5678"));
 }
 
-fn msg_inject<S: Conf>() {
+fn msg_inject<A: Api>() {
     let mut buf = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buf outlives the receive, which completes below.
     unsafe { b.ep.recv(&mut buf, ANY, Context(5)).unwrap() };
     let mut src = *b"inject!!";
@@ -201,10 +202,10 @@ fn msg_inject<S: Conf>() {
     assert_eq!(a.ep.inject(&big, b_at_a), Err(Error::MsgSize));
 }
 
-fn msg_senddata_injectdata<S: Conf>() {
+fn msg_senddata_injectdata<A: Api>() {
     let mut r1 = [0u8; 8];
     let mut r2 = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buffers outlive the receives, which complete below.
     unsafe {
         b.ep.recv(&mut r1, ANY, Context(1)).unwrap();
@@ -230,9 +231,9 @@ fn msg_senddata_injectdata<S: Conf>() {
     assert_cq_empty(&a.cq, &[&b.domain]);
 }
 
-fn msg_multi_recv<S: Conf>() {
+fn msg_multi_recv<A: Api>() {
     let mut big = [0u8; 128];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     assert_eq!(
         b.ep.getopt(EpOptName::MinMultiRecv).unwrap(),
         EpOpt::MinMultiRecv(fabric::endpoint::DEFAULT_MIN_MULTI_RECV)
@@ -304,9 +305,9 @@ fn msg_multi_recv<S: Conf>() {
 // fi_tagged
 // ---------------------------------------------------------------------------------------
 
-fn tagged_all_sends<S: Conf>() {
+fn tagged_all_sends<A: Api>() {
     let mut bufs = [[0u8; 8]; 6];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     for (i, buf) in bufs.iter_mut().enumerate() {
         // Each receive takes exactly tag 0x100 + i.
         // SAFETY: bufs outlive the receives, which complete below.
@@ -371,10 +372,10 @@ fn tagged_all_sends<S: Conf>() {
     }
 }
 
-fn tagged_ignore_mask<S: Conf>() {
+fn tagged_ignore_mask<A: Api>() {
     let mut wild = [0u8; 8];
     let mut exact = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buffers outlive the receives, which complete below.
     unsafe {
         b.ep.trecv(&mut wild, ANY, 0xab00, 0xff, Context(1))
@@ -421,8 +422,8 @@ fn tagged_ignore_mask<S: Conf>() {
     );
 }
 
-fn tagged_peek<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn tagged_peek<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     // Not found: an FI_ENOMSG error entry.
     let mut none: [&mut [u8]; 0] = [];
     let mut m = TaggedMsgMut {
@@ -486,8 +487,8 @@ fn tagged_peek<S: Conf>() {
     );
 }
 
-fn tagged_peek_claim<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn tagged_peek_claim<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     deliver_tagged(&a, &b, b_at_a, b"claimed", 0x42);
     let mut none: [&mut [u8]; 0] = [];
     let mut m = TaggedMsgMut {
@@ -563,8 +564,8 @@ fn tagged_peek_claim<S: Conf>() {
     );
 }
 
-fn tagged_discard<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn tagged_discard<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     deliver_tagged(&a, &b, b_at_a, b"drop me", 3);
     deliver_tagged(&a, &b, b_at_a, b"claim+discard", 4);
     let peek = |tag: u64, ctx: usize, flags: OpFlags| {
@@ -614,16 +615,16 @@ fn tagged_discard<S: Conf>() {
 // Matching: directed receive, unexpected/expected, truncation, cancel, FI_SOURCE
 // ---------------------------------------------------------------------------------------
 
-fn directed_recv<S: Conf>() {
+fn directed_recv<A: Api>() {
     let mut from_c = [0u8; 8];
     let mut from_a = [0u8; 8];
-    let (a, b, b_at_a, a_at_b) = pair::<S>();
+    let (a, b, b_at_a, a_at_b) = pair::<A>();
     assert!(
         b.info.caps.contains(Caps::DIRECTED_RECV),
         "{:?}",
         b.info.caps
     );
-    let c = node::<S>(|_| {});
+    let c = node::<A>(|_| {});
     let b_at_c = c.av.insert(&b.ep.name()).unwrap();
     let c_at_b = b.av.insert(&c.ep.name()).unwrap();
     assert_ne!(a_at_b, c_at_b);
@@ -658,9 +659,9 @@ fn directed_recv<S: Conf>() {
     assert_eq!(&from_a[..6], b"from a");
 }
 
-fn unexpected_then_expected<S: Conf>() {
+fn unexpected_then_expected<A: Api>() {
     let mut r = [[0u8; 4]; 3];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // Unexpected: sent and accepted before any receive is posted; order is kept.
     deliver_msg(&a, &b, b_at_a, b"u1", Context(1));
     deliver_msg(&a, &b, b_at_a, b"u2", Context(2));
@@ -692,10 +693,10 @@ fn unexpected_then_expected<S: Conf>() {
     assert_eq!(b.cntr_rx.read(), 3);
 }
 
-fn truncation<S: Conf>() {
+fn truncation<A: Api>() {
     let mut small = [0u8; 4];
     let mut tsmall = [0u8; 2];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buffers outlive the receives, which complete (in error) below.
     unsafe {
         b.ep.recv(&mut small, ANY, Context(8)).unwrap();
@@ -727,7 +728,7 @@ fn truncation<S: Conf>() {
     let mut small2 = [0u8; 1];
     // SAFETY: small2 outlives the receive, which completes below.
     unsafe { b.ep.recv(&mut small2, ANY, Context(10)).unwrap() };
-    let mut es = [Entry::<S>::default(); 4];
+    let mut es = [A::Entry::default(); 4];
     let r = retry(&[&a.domain], || match b.cq.read(&mut es) {
         Err(Error::Again) => Err(Error::Again),
         r => Ok(r),
@@ -739,10 +740,10 @@ fn truncation<S: Conf>() {
     assert_eq!(b.cq.read_err(), Err(Error::Again));
 }
 
-fn cancel<S: Conf>() {
+fn cancel<A: Api>() {
     let mut buf = [0u8; 8];
     let mut tbuf = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     // SAFETY: buffers outlive the receives, which are canceled below.
     unsafe {
         b.ep.recv(&mut buf, ANY, Context(5)).unwrap();
@@ -769,9 +770,9 @@ fn cancel<S: Conf>() {
     assert_eq!(buf, [0; 8]);
 }
 
-fn readfrom_source<S: Conf>() {
+fn readfrom_source<A: Api>() {
     let mut buf = [0u8; 8];
-    let (a, b, b_at_a, a_at_b) = pair::<S>();
+    let (a, b, b_at_a, a_at_b) = pair::<A>();
     assert!(b.info.caps.contains(Caps::SOURCE), "{:?}", b.info.caps);
     // SAFETY: buf outlives the receive, which completes below.
     unsafe { b.ep.recv(&mut buf, ANY, Context(1)).unwrap() };
@@ -783,7 +784,7 @@ fn readfrom_source<S: Conf>() {
     let (e, src) = wait_one_from(&a.cq, &[&b.domain]).unwrap();
     assert_eq!((e.context(), src), (Context(2), FiAddr::NOTAVAIL));
     // A sender not in the AV is reported as FI_ADDR_NOTAVAIL.
-    let c = node::<S>(|_| {});
+    let c = node::<A>(|_| {});
     let b_at_c = c.av.insert(&b.ep.name()).unwrap();
     // SAFETY: as above.
     unsafe { b.ep.recv(&mut buf, ANY, Context(3)).unwrap() };
@@ -796,11 +797,11 @@ fn readfrom_source<S: Conf>() {
 // Completion semantics
 // ---------------------------------------------------------------------------------------
 
-fn selective_completion<S: Conf>() {
+fn selective_completion<A: Api>() {
     let mut r1 = [0u8; 4];
     let mut r2 = [0u8; 4];
-    let a = node_with::<S>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
-    let b = node_with::<S>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
+    let a = node_with::<A>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
+    let b = node_with::<A>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
     let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     // Receive without FI_COMPLETION: counted, no entry.
     // SAFETY: buffers outlive the receives, which complete below.
@@ -867,9 +868,9 @@ fn selective_completion<S: Conf>() {
     );
 }
 
-fn completion_levels<S: Conf>() {
+fn completion_levels<A: Api>() {
     let mut bufs = [[0u8; 4]; 3];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     for (i, buf) in bufs.iter_mut().enumerate() {
         // SAFETY: bufs outlive the receives, which complete below.
         unsafe { b.ep.recv(buf, ANY, Context(100 + i)).unwrap() };
@@ -918,14 +919,14 @@ fn completion_levels<S: Conf>() {
     assert_eq!(a.cntr_tx.read(), 4);
 }
 
-fn cq_full_resource_mgmt<S: Conf>() {
+fn cq_full_resource_mgmt<A: Api>() {
     let small = CqAttr {
         size: 2,
         ..NODE_CQ_ATTR
     };
     let mut bufs = [[0u8; 4]; 4];
-    let a = node_with::<S>(|_| {}, &small, BindFlags::empty());
-    let b = node_with::<S>(|_| {}, &small, BindFlags::empty());
+    let a = node_with::<A>(|_| {}, &small, BindFlags::empty());
+    let b = node_with::<A>(|_| {}, &small, BindFlags::empty());
     assert_eq!(a.info.domain_attr.resource_mgmt, ResourceMgmt::Enabled);
     let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     // Transmit side: two completions fill the CQ; the third post is refused.
@@ -974,29 +975,29 @@ fn cq_full_resource_mgmt<S: Conf>() {
     assert_eq!(got[1].context(), Context(3));
 }
 
-fn cq_overrun_without_resource_mgmt<S: Conf>() {
+fn cq_overrun_without_resource_mgmt<A: Api>() {
     let small = CqAttr {
         size: 2,
         ..NODE_CQ_ATTR
     };
-    let a = node_with::<S>(
+    let a = node_with::<A>(
         |i| i.domain_attr.resource_mgmt = ResourceMgmt::Disabled,
         &small,
         BindFlags::empty(),
     );
-    let b = node::<S>(|_| {});
+    let b = node::<A>(|_| {});
     let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     for i in 0..3 {
         a.ep.send(b"x", b_at_a, Context(i)).unwrap();
     }
-    let mut es = [Entry::<S>::default(); 4];
+    let mut es = [A::Entry::default(); 4];
     assert_eq!(a.cq.read(&mut es), Err(Error::Overrun));
 }
 
-fn cq_sread<S: Conf>() {
+fn cq_sread<A: Api>() {
     let mut buf = [0u8; 4];
-    let (a, b, b_at_a, _) = pair::<S>();
-    let mut es = [Entry::<S>::default(); 2];
+    let (a, b, b_at_a, _) = pair::<A>();
+    let mut es = [A::Entry::default(); 2];
     let t0 = Instant::now();
     assert_eq!(
         b.cq.sread(&mut es, 1, Some(Duration::from_millis(20))),
@@ -1023,22 +1024,23 @@ fn cq_sread<S: Conf>() {
         None,
     );
     // A CQ without a wait object cannot block.
-    let nowait = a
-        .domain
-        .cq(&CqAttr {
+    let nowait = A::cq(
+        &a.domain,
+        &CqAttr {
             wait_obj: WaitObj::None,
             ..CqAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(
         nowait.sread(&mut es, 1, Some(Duration::ZERO)),
         Err(Error::NoSys)
     );
 }
 
-fn cq_signal<S: Conf>() {
-    let (a, _b, _, _) = pair::<S>();
-    let mut es = [Entry::<S>::default(); 1];
+fn cq_signal<A: Api>() {
+    let (a, _b, _, _) = pair::<A>();
+    let mut es = [A::Entry::default(); 1];
     a.cq.signal();
     let t0 = Instant::now();
     assert_eq!(
@@ -1058,13 +1060,13 @@ fn cq_signal<S: Conf>() {
     assert!(t0.elapsed() >= Duration::from_millis(10));
 }
 
-fn cq_wait_fd<S: Conf>() {
+fn cq_wait_fd<A: Api>() {
     let fd_attr = CqAttr {
         wait_obj: WaitObj::Fd,
         ..CqAttr::DEFAULT
     };
-    let a = node_with::<S>(|_| {}, &fd_attr, BindFlags::empty());
-    let b = node::<S>(|_| {});
+    let a = node_with::<A>(|_| {}, &fd_attr, BindFlags::empty());
+    let b = node::<A>(|_| {});
     let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     let fd = a.cq.wait_fd().expect("FI_WAIT_FD CQ has a descriptor");
     assert!(fd >= 0);
@@ -1096,12 +1098,12 @@ fn cq_wait_fd<S: Conf>() {
 // Counters
 // ---------------------------------------------------------------------------------------
 
-fn counters<S: Conf>() {
+fn counters<A: Api>() {
     let mut buf = [0u8; 4];
     let mut buf2 = [0u8; 4];
     let mut small = [0u8; 1];
-    let (a, b, b_at_a, _) = pair::<S>();
-    let c = a.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+    let (a, b, b_at_a, _) = pair::<A>();
+    let c = A::cntr(&a.domain, &CntrAttr::DEFAULT).unwrap();
     assert_eq!((c.read(), c.read_err()), (0, 0));
     c.add(3);
     assert_eq!(c.read(), 3);
@@ -1135,7 +1137,7 @@ fn counters<S: Conf>() {
     // SAFETY: as above.
     unsafe { b.ep.recv(&mut small, ANY, Context(3)).unwrap() };
     a.ep.send(b"too long", b_at_a, Context(4)).unwrap();
-    if is_auto::<S>() {
+    if A::AUTO {
         // The progress thread may count the error before the wait starts (the wait
         // reports errors that occur *while* waiting), so either outcome is correct.
         let r = b.cntr_rx.wait(3, Some(Duration::from_millis(100)));
@@ -1151,13 +1153,14 @@ fn counters<S: Conf>() {
     }
     assert_eq!((b.cntr_rx.read(), b.cntr_rx.read_err()), (2, 1));
     // Without a wait object, waiting is not supported.
-    let nw = a
-        .domain
-        .cntr(&CntrAttr {
+    let nw = A::cntr(
+        &a.domain,
+        &CntrAttr {
             wait_obj: WaitObj::None,
             ..CntrAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(nw.wait(0, Some(Duration::ZERO)), Err(Error::NoSys));
 }
 
@@ -1165,8 +1168,8 @@ fn counters<S: Conf>() {
 // Event queues
 // ---------------------------------------------------------------------------------------
 
-fn eq_read_write<S: Conf>() {
-    let n = node::<S>(|_| {});
+fn eq_read_write<A: Api>() {
+    let n = node::<A>(|_| {});
     let eq = n
         .domain
         .eq(&EqAttr {
@@ -1204,11 +1207,11 @@ fn eq_read_write<S: Conf>() {
 // Address vectors
 // ---------------------------------------------------------------------------------------
 
-fn av_insert_lookup_remove<S: Conf>() {
-    let a = node::<S>(|_| {});
-    let peers: Vec<Node<S>> = (0..3).map(|_| node::<S>(|_| {})).collect();
+fn av_insert_lookup_remove<A: Api>() {
+    let a = node::<A>(|_| {});
+    let peers: Vec<Node<A>> = (0..3).map(|_| node::<A>(|_| {})).collect();
     let names: Vec<Vec<u8>> = peers.iter().map(|p| p.ep.name()).collect();
-    let av = a.domain.av(&AvAttr::DEFAULT).unwrap();
+    let av = A::av(&a.domain, &AvAttr::DEFAULT).unwrap();
     assert!(av.is_empty());
     let x = av.insert(&names[0]).unwrap();
     let refs: Vec<&[u8]> = vec![&names[1], &names[2]];
@@ -1216,7 +1219,7 @@ fn av_insert_lookup_remove<S: Conf>() {
     assert_eq!(many.len(), 2);
     let all = [x, many[0], many[1]];
     assert_eq!(av.len(), 3);
-    match <S::Av as AvType>::KIND {
+    match A::AV {
         AvKind::Table => assert_eq!(all, [FiAddr(0), FiAddr(1), FiAddr(2)]),
         _ => {
             assert!(all.iter().all(|a| *a != FiAddr::UNSPEC));
@@ -1247,9 +1250,9 @@ fn av_insert_lookup_remove<S: Conf>() {
     assert_eq!(&av.lookup(all[2]).unwrap(), &names[2]);
 }
 
-fn av_send_unknown_and_removed<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
-    let unknown = match <S::Av as AvType>::KIND {
+fn av_send_unknown_and_removed<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
+    let unknown = match A::AV {
         AvKind::Table => FiAddr(57),
         _ => FiAddr(b_at_a.0 ^ (1 << 40)),
     };
@@ -1268,23 +1271,24 @@ fn av_send_unknown_and_removed<S: Conf>() {
     assert_eq!((a.cntr_tx.read(), a.cntr_tx.read_err()), (0, 0));
 }
 
-fn av_async_insert<S: Conf>() {
-    let a = node::<S>(|_| {});
-    let p1 = node::<S>(|_| {});
-    let p2 = node::<S>(|_| {});
+fn av_async_insert<A: Api>() {
+    let a = node::<A>(|_| {});
+    let p1 = node::<A>(|_| {});
+    let p2 = node::<A>(|_| {});
     let eq = a.domain.eq(&EqAttr::DEFAULT).unwrap();
-    let av = a
-        .domain
-        .av(&AvAttr {
+    let av = A::av(
+        &a.domain,
+        &AvAttr {
             flags: FI_EVENT,
             ..AvAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     let (n1, n2) = (p1.ep.name(), p2.ep.name());
     let bogus = u64::MAX.to_le_bytes();
     // FI_EVENT without a bound EQ: FI_ENOEQ.
     assert_eq!(av.insert_many(&[&n1], 0, Context(1)), Err(Error::NoEq));
-    av.bind_eq(&eq).unwrap();
+    av.bind_eq(&*eq).unwrap();
     let addrs = av.insert_many(&[&n1, &bogus, &n2], 0, Context(42)).unwrap();
     assert_eq!(addrs.len(), 3);
     assert_eq!(addrs[1], FiAddr::NOTAVAIL);
@@ -1299,48 +1303,57 @@ fn av_async_insert<S: Conf>() {
     assert_eq!(av.lookup(addrs[2]).unwrap(), n2);
 }
 
-fn av_named_shared<S: Conf>() {
-    let info = rdm_info::<S>();
-    let fabric = Fabric::<S>::open(&info).unwrap();
-    let d1 = fabric.domain(&info).unwrap();
-    let d2 = fabric.domain(&info).unwrap();
-    let p = node::<S>(|_| {});
-    let missing = d1.av(&AvAttr {
-        name: Some("conformance-missing"),
-        flags: FI_READ,
-        ..AvAttr::DEFAULT
-    });
+fn av_named_shared<A: Api>() {
+    let info = rdm_info::<A>();
+    let fabric = A::fabric(&info).unwrap();
+    let d1 = A::domain(&fabric, &info).unwrap();
+    let d2 = A::domain(&fabric, &info).unwrap();
+    let p = node::<A>(|_| {});
+    let missing = A::av(
+        &d1,
+        &AvAttr {
+            name: Some("conformance-missing"),
+            flags: FI_READ,
+            ..AvAttr::DEFAULT
+        },
+    );
     assert_eq!(missing.err(), Some(Error::NoEnt));
-    let av1 = d1
-        .av(&AvAttr {
+    let av1 = A::av(
+        &d1,
+        &AvAttr {
             name: Some("conformance-shared"),
             ..AvAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(av1.name(), Some("conformance-shared"));
     let x = av1.insert(&p.ep.name()).unwrap();
-    let av2 = d2
-        .av(&AvAttr {
+    let av2 = A::av(
+        &d2,
+        &AvAttr {
             name: Some("conformance-shared"),
             ..AvAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(av2.len(), 1);
     assert_eq!(av2.lookup(x).unwrap(), p.ep.name());
     // A read-only open of an existing name sees it but may not change it.
-    let ro = d2
-        .av(&AvAttr {
+    let ro = A::av(
+        &d2,
+        &AvAttr {
             name: Some("conformance-shared"),
             flags: FI_READ,
             ..AvAttr::DEFAULT
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(ro.lookup(x).unwrap(), p.ep.name());
     assert_eq!(ro.insert(&p.ep.name()), Err(Error::Perm));
     // An endpoint in the second domain sends through the shared AV.
     let mut buf = [0u8; 4];
-    let cq = d2.cq(&NODE_CQ_ATTR).unwrap();
-    let ep = d2.endpoint(&info).unwrap();
+    let cq = A::cq(&d2, &NODE_CQ_ATTR).unwrap();
+    let ep = A::endpoint(&d2, &info).unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(&av2).unwrap();
@@ -1356,11 +1369,11 @@ fn av_named_shared<S: Conf>() {
 // Wait sets, poll sets, trywait
 // ---------------------------------------------------------------------------------------
 
-fn wait_and_poll_sets<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn wait_and_poll_sets<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     let ws = a.fabric.wait_set(&WaitAttr::DEFAULT).unwrap();
-    let cq = a.domain.cq_in_set(&NODE_CQ_ATTR, &ws).unwrap();
-    let ep = a.domain.endpoint(&a.info).unwrap();
+    let cq = A::cq_in_set(&a.domain, &NODE_CQ_ATTR, &*ws).unwrap();
+    let ep = A::endpoint(&a.domain, &a.info).unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(&a.av).unwrap();
@@ -1374,8 +1387,8 @@ fn wait_and_poll_sets<S: Conf>() {
     assert!(fabric::trywait(&[&cq, &a.cq]).is_ok());
     // Poll set over a CQ and a counter.
     let ps = a.domain.poll_set(&PollAttr::DEFAULT).unwrap();
-    ps.add_cq(&a.cq, Context(10));
-    ps.add_cntr(&a.cntr_tx, Context(11));
+    ps.add_cq(&a.cq, Context(10)).unwrap();
+    ps.add_cntr(&a.cntr_tx, Context(11)).unwrap();
     let mut out = [Context::NULL; 4];
     assert_eq!(ps.poll(&mut out).unwrap(), 0);
     a.ep.send(b"ps", b_at_a, Context(2)).unwrap();
@@ -1392,7 +1405,7 @@ fn wait_and_poll_sets<S: Conf>() {
     assert_eq!(ps.del(Context(10)), Err(Error::NoEnt));
     // Waiting on a set over a counter.
     let ws2 = a.fabric.wait_set(&WaitAttr::DEFAULT).unwrap();
-    let c = a.domain.cntr_in_set(&CntrAttr::DEFAULT, &ws2).unwrap();
+    let c = a.domain.cntr_in_set(&CntrAttr::DEFAULT, &*ws2).unwrap();
     assert_eq!(ws2.wait(Some(Duration::from_millis(5))), Err(Error::Again));
     c.add(1);
     assert_eq!(ws2.wait(Some(DEADLINE)), Ok(()));
@@ -1409,10 +1422,10 @@ fn wait_and_poll_sets<S: Conf>() {
 // Endpoints
 // ---------------------------------------------------------------------------------------
 
-fn queue_sizes<S: Conf>() {
+fn queue_sizes<A: Api>() {
     let mut bufs = [[0u8; 4]; 3];
-    let a = node::<S>(|i| i.rx_attr.size = 2);
-    let b = node::<S>(|_| {});
+    let a = node::<A>(|i| i.rx_attr.size = 2);
+    let b = node::<A>(|_| {});
     let a_at_b = b.av.insert(&a.ep.name()).unwrap();
     assert_eq!(a.ep.tx_size_left(), a.info.tx_attr.size);
     assert_eq!(a.ep.rx_size_left(), 2);
@@ -1445,45 +1458,45 @@ fn queue_sizes<S: Conf>() {
         OpFlags::DELIVERY_COMPLETE,
     )
     .unwrap();
-    if !is_auto::<S>() {
+    if !A::AUTO {
         assert_eq!(a.ep.tx_size_left(), before - 1);
     }
     assert_eq!(wait_ok(&a.cq, &[&b.domain]).context(), Context(4));
     assert_eq!(a.ep.tx_size_left(), before);
 }
 
-fn enable_errors<S: Conf>() {
-    let info = rdm_info::<S>();
-    let fabric = Fabric::<S>::open(&info).unwrap();
-    let d = fabric.domain(&info).unwrap();
-    let cq = d.cq(&NODE_CQ_ATTR).unwrap();
-    let av = d.av(&AvAttr::DEFAULT).unwrap();
+fn enable_errors<A: Api>() {
+    let info = rdm_info::<A>();
+    let fabric = A::fabric(&info).unwrap();
+    let d = A::domain(&fabric, &info).unwrap();
+    let cq = A::cq(&d, &NODE_CQ_ATTR).unwrap();
+    let av = A::av(&d, &AvAttr::DEFAULT).unwrap();
     // No AV.
-    let ep = d.endpoint(&info).unwrap();
+    let ep = A::endpoint(&d, &info).unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     assert_eq!(ep.enable(), Err(Error::NoAv));
     // AV, no CQ or counter.
-    let ep = d.endpoint(&info).unwrap();
+    let ep = A::endpoint(&d, &info).unwrap();
     ep.bind_av(&av).unwrap();
     assert_eq!(ep.enable(), Err(Error::NoCq));
     // Transmit CQ only: the receive side has nothing.
     ep.bind_cq(&cq, BindFlags::TRANSMIT).unwrap();
     assert_eq!(ep.enable(), Err(Error::NoCq));
     // A counter suffices for the receive side.
-    let c = d.cntr(&CntrAttr::DEFAULT).unwrap();
+    let c = A::cntr(&d, &CntrAttr::DEFAULT).unwrap();
     ep.bind_cntr(&c, BindFlags::RECV).unwrap();
     assert_eq!(ep.enable(), Ok(()));
     assert_eq!(ep.bind_cq(&cq, BindFlags::empty()), Err(Error::BadFlags));
     // A CQ of another domain.
-    let other = fabric.domain(&info).unwrap().cq(&NODE_CQ_ATTR).unwrap();
+    let other = A::cq(&A::domain(&fabric, &info).unwrap(), &NODE_CQ_ATTR).unwrap();
     assert_eq!(ep.bind_cq(&other, BindFlags::TRANSMIT), Err(Error::Domain));
 }
 
-fn disabled_endpoint<S: Conf>() {
+fn disabled_endpoint<A: Api>() {
     let mut buf = [0u8; 4];
-    let (a, _b, b_at_a, _) = pair::<S>();
-    let ep = a.domain.endpoint(&a.info).unwrap();
+    let (a, _b, b_at_a, _) = pair::<A>();
+    let ep = A::endpoint(&a.domain, &a.info).unwrap();
     ep.bind_cq(&a.cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(&a.av).unwrap();
@@ -1499,12 +1512,12 @@ fn disabled_endpoint<S: Conf>() {
     assert_eq!(wait_ok(&a.cq, &[]).context(), Context(3));
 }
 
-fn dgram_endpoint<S: Conf>() {
+fn dgram_endpoint<A: Api>() {
     let mut buf = [0u8; 16];
-    let info = info_for::<S>(EpType::Dgram);
+    let info = info_for::<A>(EpType::Dgram);
     assert_eq!(info.ep_attr.ep_type, EpType::Dgram);
-    let a = node_from_info::<S>(info.clone());
-    let b = node_from_info::<S>(info);
+    let a = node_from_info::<A>(info.clone());
+    let b = node_from_info::<A>(info);
     let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     // SAFETY: buf outlives the receive, which completes below.
     unsafe { b.ep.recv(&mut buf, ANY, Context(1)).unwrap() };
@@ -1530,19 +1543,19 @@ fn dgram_endpoint<S: Conf>() {
     assert_eq!(&buf[..8], b"datagram");
 }
 
-fn scalable_endpoint<S: Conf>() {
+fn scalable_endpoint<A: Api>() {
     let mut r0 = [0u8; 4];
     let mut r1 = [0u8; 4];
-    let mut info = rdm_info::<S>();
+    let mut info = rdm_info::<A>();
     info.ep_attr.tx_ctx_cnt = 1;
     info.ep_attr.rx_ctx_cnt = 2;
-    let fabric = Fabric::<S>::open(&info).unwrap();
-    let d = fabric.domain(&info).unwrap();
+    let fabric = A::fabric(&info).unwrap();
+    let d = A::domain(&fabric, &info).unwrap();
     let sep = d.scalable_endpoint(&info).unwrap();
-    let sav = d.av(&AvAttr::DEFAULT).unwrap();
+    let sav = A::av(&d, &AvAttr::DEFAULT).unwrap();
     sep.bind_av(&sav).unwrap();
-    let cq0 = d.cq(&NODE_CQ_ATTR).unwrap();
-    let cq1 = d.cq(&NODE_CQ_ATTR).unwrap();
+    let cq0 = A::cq(&d, &NODE_CQ_ATTR).unwrap();
+    let cq1 = A::cq(&d, &NODE_CQ_ATTR).unwrap();
     let rx0 = sep.rx_context(0).unwrap();
     let rx1 = sep.rx_context(1).unwrap();
     assert!(sep.rx_context(2).is_err());
@@ -1556,15 +1569,16 @@ fn scalable_endpoint<S: Conf>() {
     tx0.enable().unwrap();
     sep.enable().unwrap();
     // The sender addresses receive contexts through an AV with rx_ctx_bits.
-    let s = node::<S>(|_| {});
-    let av = s
-        .domain
-        .av(&AvAttr {
+    let s = node::<A>(|_| {});
+    let av = A::av(
+        &s.domain,
+        &AvAttr {
             rx_ctx_bits: 2,
             ..AvAttr::DEFAULT
-        })
-        .unwrap();
-    let ep = s.domain.endpoint(&s.info).unwrap();
+        },
+    )
+    .unwrap();
+    let ep = A::endpoint(&s.domain, &s.info).unwrap();
     ep.bind_cq(&s.cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(&av).unwrap();
@@ -1620,21 +1634,21 @@ fn scalable_endpoint<S: Conf>() {
     assert_eq!(wait_ok(&s.cq, &[&d]).context(), Context(3));
     assert_eq!(&r2, b"back");
     // More contexts than the domain allows.
-    let mut too_many = rdm_info::<S>();
+    let mut too_many = rdm_info::<A>();
     too_many.ep_attr.rx_ctx_cnt = too_many.domain_attr.max_ep_rx_ctx + 1;
     assert_eq!(d.scalable_endpoint(&too_many).err(), Some(Error::Inval));
 }
 
-fn shared_rx_context<S: Conf>() {
+fn shared_rx_context<A: Api>() {
     let mut bufs = [[0u8; 4]; 2];
-    let s = node::<S>(|_| {});
+    let s = node::<A>(|_| {});
     let info = s.info.clone();
-    let d = s.fabric.domain(&info).unwrap();
+    let d = A::domain(&s.fabric, &info).unwrap();
     let srx = d.shared_rx(&info).unwrap();
-    let rcq = d.cq(&NODE_CQ_ATTR).unwrap();
+    let rcq = A::cq(&d, &NODE_CQ_ATTR).unwrap();
     srx.bind_cq(&rcq, BindFlags::RECV).unwrap();
-    let av = d.av(&AvAttr::DEFAULT).unwrap();
-    let tcq = d.cq(&NODE_CQ_ATTR).unwrap();
+    let av = A::av(&d, &AvAttr::DEFAULT).unwrap();
+    let tcq = A::cq(&d, &NODE_CQ_ATTR).unwrap();
     let mk = || {
         let ep = srx.endpoint(&info).unwrap();
         ep.bind_cq(&tcq, BindFlags::TRANSMIT).unwrap();
@@ -1676,10 +1690,10 @@ fn shared_rx_context<S: Conf>() {
     assert_cq_empty(&tcq, &[&s.domain]);
 }
 
-fn drop_endpoint_cancels<S: Conf>() {
+fn drop_endpoint_cancels<A: Api>() {
     let mut buf = [0u8; 4];
     let mut tbuf = [0u8; 4];
-    let (a, b, _, _) = pair::<S>();
+    let (a, b, _, _) = pair::<A>();
     let Node { ep, cq, domain, .. } = b;
     // SAFETY: the buffers outlive the endpoint, whose drop cancels the receives.
     unsafe {

@@ -1,6 +1,7 @@
 //! Conformance of RMA (`fi_rma`), atomics (`fi_atomic`), memory registration
 //! (`fi_mr`), counters bound to RMA (`fi_cntr`), triggered operations (`fi_trigger`) and
-//! `FI_FENCE` against libfabric's man pages, for the matrix of stacks.
+//! `FI_FENCE` against libfabric's man pages, for the matrix of static stacks and run-time
+//! choices (`common::conformance_matrix`), each body written once against `common::Api`.
 //!
 //! Buffers that an `unsafe` call (read, fetching atomic, receive) may write are declared
 //! before the nodes, so that even when a test panics they outlive the endpoints that
@@ -17,11 +18,14 @@ use std::time::Instant;
 
 use common::*;
 use fabric::atomic::AtomicClass;
+use fabric::dynamic::prelude::*;
 use fabric::prelude::*;
 use fabric_loopback::Loopback;
 
 /// The stack of held peers: manual progress, driven only by the test.
-type Held = Stack<Loopback>;
+type HeldStack = Stack<Loopback>;
+/// The API of held peers.
+type Held = St<HeldStack>;
 
 const RW: MrAccess = MrAccess::REMOTE_READ.union(MrAccess::REMOTE_WRITE);
 
@@ -41,7 +45,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 }
 
 /// The whole region, through the serialized local accessor.
-fn snapshot<S: Config>(mr: &MemoryRegion<'_, S>) -> Vec<u8> {
+fn snapshot(mr: &dyn MrOps) -> Vec<u8> {
     let mut v = vec![0u8; mr.len()];
     mr.read(0, &mut v).expect("MemoryRegion::read");
     v
@@ -54,20 +58,20 @@ fn expect_err(e: &CqErrEntry, ctx: Context, err: Error) {
 }
 
 /// A held peer reachable from `a`.
-fn held<S: Conf>(a: &Node<S>) -> (Node<Held>, FiAddr) {
+fn held<A: Api>(a: &Node<A>) -> (Node<Held>, FiAddr) {
     let h = node::<Held>(|_| {});
     let h_at_a = a.av.insert(&h.ep.name()).expect("insert held peer");
     (h, h_at_a)
 }
 
 /// Reads one entry from `cq`, calling `drive` between attempts; bounded by [`DEADLINE`].
-fn wait_with<S: Conf>(
-    cq: &Cq<S>,
+fn wait_with<C: TestCq>(
+    cq: &C,
     mut drive: impl FnMut(),
-) -> std::result::Result<Entry<S>, CqErrEntry> {
+) -> std::result::Result<C::Entry, CqErrEntry> {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let mut e = [Entry::<S>::default(); 1];
+        let mut e = [C::Entry::default(); 1];
         match cq.read(&mut e) {
             Ok(1) => return Ok(e[0]),
             Ok(n) => panic!("cq.read into a 1-entry buffer returned {n}"),
@@ -85,12 +89,12 @@ fn wait_with<S: Conf>(
 }
 
 #[track_caller]
-fn ok<S: Conf>(r: std::result::Result<Entry<S>, CqErrEntry>) -> Entry<S> {
+fn ok<E: EntryView>(r: std::result::Result<E, CqErrEntry>) -> E {
     r.unwrap_or_else(|e| panic!("expected a completion, got error entry {e:?}"))
 }
 
 #[track_caller]
-fn err<S: Conf>(r: std::result::Result<Entry<S>, CqErrEntry>) -> CqErrEntry {
+fn err<E: EntryView>(r: std::result::Result<E, CqErrEntry>) -> CqErrEntry {
     match r {
         Ok(e) => panic!("expected an error entry, got {e:?}"),
         Err(e) => e,
@@ -104,14 +108,14 @@ fn err<S: Conf>(r: std::result::Result<Entry<S>, CqErrEntry>) -> CqErrEntry {
 /// write, writev, writemsg and inject_write land at the right remote offsets (with a
 /// non-zero registration offset), complete with `FI_RMA | FI_WRITE`, bump the initiator's
 /// write counter and the target's remote-write counter, and make no target CQ entry.
-fn rma_write<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn rma_write<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 256];
     let attr = MrAttr {
         offset: 0x1000,
         ..mr_attr(RW, 0x51)
     };
-    let mr = b.domain.mr_reg(&mut mem, &attr).expect("mr_reg");
+    let mr = A::mr_reg(&b.domain, &mut mem, &attr).expect("mr_reg");
     assert_eq!(mr.key(), 0x51);
     assert_eq!(mr.remote_addr(), 0x1000);
     assert_eq!(mr.len(), 256);
@@ -194,15 +198,15 @@ fn rma_write<S: Conf>() {
 
 /// read, readv and readmsg fill the initiator's buffers, leave the target unchanged,
 /// complete with `FI_RMA | FI_READ` and bump the read and remote-read counters.
-fn rma_read<S: Conf>() {
+fn rma_read<A: Api>() {
     let mut buf = [0u8; 32];
     let mut x = [0u8; 3];
     let mut y = [0u8; 20];
     let mut z = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = pattern(128, 9);
     let orig = mem.clone();
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x52)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x52)).unwrap();
     let (base, key) = (mr.remote_addr(), mr.key());
 
     // SAFETY: `buf` outlives the nodes and is only read after the completion.
@@ -271,10 +275,10 @@ fn rma_read<S: Conf>() {
 
 /// writedata, inject_writedata and writemsg with `FI_REMOTE_CQ_DATA` produce a target
 /// CQ entry with `FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA` and the data.
-fn rma_writedata<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
+fn rma_writedata<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 64];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x53)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x53)).unwrap();
     let (base, key) = (mr.remote_addr(), mr.key());
     let remote = CqFlags::RMA | CqFlags::REMOTE_WRITE | CqFlags::REMOTE_CQ_DATA;
     let mut expect = vec![0u8; 64];
@@ -341,15 +345,15 @@ fn rma_writedata<S: Conf>() {
 
 /// Counters bound to an MR count remote accesses of that region only, per the bound
 /// event (`FI_REMOTE_WRITE` / `FI_REMOTE_READ`).
-fn rma_mr_counters<S: Conf>() {
+fn rma_mr_counters<A: Api>() {
     let mut out = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
-    let c1 = b.domain.cntr(&CntrAttr::DEFAULT).unwrap();
-    let c2 = b.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+    let (a, b, b_at_a, _) = pair::<A>();
+    let c1 = A::cntr(&b.domain, &CntrAttr::DEFAULT).unwrap();
+    let c2 = A::cntr(&b.domain, &CntrAttr::DEFAULT).unwrap();
     let mut m1 = vec![0u8; 32];
     let mut m2 = vec![0u8; 32];
-    let mr1 = b.domain.mr_reg(&mut m1, &mr_attr(RW, 1)).unwrap();
-    let mr2 = b.domain.mr_reg(&mut m2, &mr_attr(RW, 2)).unwrap();
+    let mr1 = A::mr_reg(&b.domain, &mut m1, &mr_attr(RW, 1)).unwrap();
+    let mr2 = A::mr_reg(&b.domain, &mut m2, &mr_attr(RW, 2)).unwrap();
     mr1.bind_cntr(&c1, BindFlags::REMOTE_WRITE | BindFlags::REMOTE_READ)
         .unwrap();
     mr2.bind_cntr(&c2, BindFlags::REMOTE_WRITE).unwrap();
@@ -400,12 +404,12 @@ fn rma_mr_counters<S: Conf>() {
 
 /// A wrong key fails write, read and inject_write with `FI_EKEYREJECTED` error entries;
 /// the target is untouched and the error counter counts them.
-fn rma_bad_key<S: Conf>() {
+fn rma_bad_key<A: Api>() {
     let mut buf = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = pattern(64, 3);
     let orig = mem.clone();
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x77)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x77)).unwrap();
     let base = mr.remote_addr();
 
     a.ep.write(b"garbage!", b_at_a, base, 0x78, Context(1))
@@ -445,17 +449,17 @@ fn rma_bad_key<S: Conf>() {
 
 /// Accesses one byte outside the region (either end, or overlapping the end) fail with
 /// `FI_EFAULT`; accesses exactly up to the end succeed.
-fn rma_out_of_range<S: Conf>() {
+fn rma_out_of_range<A: Api>() {
     let mut buf = [0u8; 2];
     let mut last = [0u8; 1];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = pattern(64, 4);
     let orig = mem.clone();
     let attr = MrAttr {
         offset: 0x2000,
         ..mr_attr(RW, 0x33)
     };
-    let mr = b.domain.mr_reg(&mut mem, &attr).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &attr).unwrap();
     let (base, key) = (mr.remote_addr(), mr.key());
     assert_eq!(base, 0x2000);
 
@@ -487,26 +491,22 @@ fn rma_out_of_range<S: Conf>() {
 
 /// Without `FI_REMOTE_WRITE` a write fails with `FI_EACCES`, without `FI_REMOTE_READ` a
 /// read does; the memory is untouched. The permitted direction still works.
-fn rma_no_permission<S: Conf>() {
+fn rma_no_permission<A: Api>() {
     let mut buf = [0u8; 8];
     let mut ok_buf = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut m_ro = pattern(16, 1);
     let mut m_wo = pattern(16, 2);
     let mut m_local = pattern(16, 3);
     let (o_ro, o_local) = (m_ro.clone(), m_local.clone());
-    let ro = b
-        .domain
-        .mr_reg(&mut m_ro, &mr_attr(MrAccess::REMOTE_READ, 1))
-        .unwrap();
-    let wo = b
-        .domain
-        .mr_reg(&mut m_wo, &mr_attr(MrAccess::REMOTE_WRITE, 2))
-        .unwrap();
-    let local = b
-        .domain
-        .mr_reg(&mut m_local, &mr_attr(MrAccess::READ | MrAccess::WRITE, 3))
-        .unwrap();
+    let ro = A::mr_reg(&b.domain, &mut m_ro, &mr_attr(MrAccess::REMOTE_READ, 1)).unwrap();
+    let wo = A::mr_reg(&b.domain, &mut m_wo, &mr_attr(MrAccess::REMOTE_WRITE, 2)).unwrap();
+    let local = A::mr_reg(
+        &b.domain,
+        &mut m_local,
+        &mr_attr(MrAccess::READ | MrAccess::WRITE, 3),
+    )
+    .unwrap();
 
     a.ep.write(b"denied!!", b_at_a, ro.remote_addr(), ro.key(), Context(1))
         .unwrap();
@@ -562,36 +562,36 @@ fn rma_no_permission<S: Conf>() {
 
 /// A requested key already in use is refused with `FI_ENOKEY`; it is free again once
 /// the region is closed.
-fn mr_key_in_use<S: Conf>() {
-    let n = node::<S>(|_| {});
+fn mr_key_in_use<A: Api>() {
+    let n = node::<A>(|_| {});
     let mut m1 = vec![0u8; 16];
     let mut m2 = vec![0u8; 16];
     let mut m3 = vec![0u8; 16];
-    let mr1 = n.domain.mr_reg(&mut m1, &mr_attr(RW, 5)).unwrap();
+    let mr1 = A::mr_reg(&n.domain, &mut m1, &mr_attr(RW, 5)).unwrap();
     assert_eq!(mr1.key(), 5);
     assert!(matches!(
-        n.domain.mr_reg(&mut m2, &mr_attr(RW, 5)),
+        A::mr_reg(&n.domain, &mut m2, &mr_attr(RW, 5)),
         Err(Error::NoKey)
     ));
-    let other = n.domain.mr_reg(&mut m3, &mr_attr(RW, 6)).unwrap();
+    let other = A::mr_reg(&n.domain, &mut m3, &mr_attr(RW, 6)).unwrap();
     assert_eq!(other.key(), 6);
     drop(mr1);
-    let again = n.domain.mr_reg(&mut m2, &mr_attr(RW, 5)).unwrap();
+    let again = A::mr_reg(&n.domain, &mut m2, &mr_attr(RW, 5)).unwrap();
     assert_eq!(again.key(), 5);
 }
 
 /// With `FI_MR_PROV_KEY | FI_MR_VIRT_ADDR` the provider picks unique keys (ignoring the
 /// requested one), remote addresses are virtual addresses, and RMA works through them.
-fn mr_prov_keys_virt_addr<S: Conf>() {
+fn mr_prov_keys_virt_addr<A: Api>() {
     let mut out = [0u8; 8];
-    let (a, b, b_at_a, _) = pair_with::<S>(|i| {
+    let (a, b, b_at_a, _) = pair_with::<A>(|i| {
         i.domain_attr.mr_mode = MrMode::PROV_KEY | MrMode::VIRT_ADDR;
     });
     let mut bufs: Vec<Vec<u8>> = (0..16).map(|i| vec![i as u8; 32]).collect();
     let ptrs: Vec<u64> = bufs.iter().map(|v| v.as_ptr() as u64).collect();
-    let mrs: Vec<MemoryRegion<'_, S>> = bufs
+    let mrs: Vec<A::Mr<'_>> = bufs
         .iter_mut()
-        .map(|v| b.domain.mr_reg(v, &mr_attr(RW, 7)).expect("mr_reg"))
+        .map(|v| A::mr_reg(&b.domain, v, &mr_attr(RW, 7)).expect("mr_reg"))
         .collect();
     let keys: std::collections::HashSet<u64> = mrs.iter().map(|m| m.key()).collect();
     assert_eq!(keys.len(), mrs.len(), "provider keys are unique");
@@ -633,12 +633,12 @@ fn mr_prov_keys_virt_addr<S: Conf>() {
 }
 
 /// After the region is closed its key is rejected and the memory is not touched.
-fn mr_dereg_then_write<S: Conf>() {
+fn mr_dereg_then_write<A: Api>() {
     let mut buf = [0u8; 4];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 32];
     let (base, key) = {
-        let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 9)).unwrap();
+        let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 9)).unwrap();
         mr.refresh().unwrap();
         a.ep.write(b"live", b_at_a, mr.remote_addr(), mr.key(), Context(1))
             .unwrap();
@@ -691,9 +691,9 @@ fn spec_accepts(op: AtomicOp, dt: Datatype) -> bool {
 /// Posts one atomic of `class` and waits for its completion. `res` receives the fetched
 /// values (fetch and compare classes). The completion is checked for context and flags.
 #[allow(clippy::too_many_arguments)]
-fn run_atomic<S: Conf>(
-    a: &Node<S>,
-    b: &Node<S>,
+fn run_atomic<A: Api>(
+    a: &Node<A>,
+    b: &Node<A>,
     dest: FiAddr,
     class: AtomicClass,
     op: AtomicOp,
@@ -704,7 +704,7 @@ fn run_atomic<S: Conf>(
     compare: &[u8],
     res: &mut [u8],
     ctx: Context,
-) -> std::result::Result<Entry<S>, CqErrEntry> {
+) -> std::result::Result<A::Entry, CqErrEntry> {
     let operand: &[u8] = if op == AtomicOp::AtomicRead {
         &[]
     } else {
@@ -804,11 +804,11 @@ fn int_ref<T: Int>(op: AtomicOp, a: T, b: T, c: T) -> T {
 }
 
 /// Every op of every class on an integer type: target values and fetched old values.
-fn int_ops<S: Conf, T: Int>(dt: Datatype, target: &[T], operand: &[T], compare: &[T]) {
+fn int_ops<A: Api, T: Int>(dt: Datatype, target: &[T], operand: &[T], compare: &[T]) {
     let mut res = vec![0u8; 256];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 256];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x40)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x40)).unwrap();
     let off = 64usize;
     let addr = mr.remote_addr() + off as u64;
     let n = target.len() * dt.size();
@@ -842,7 +842,7 @@ fn int_ops<S: Conf, T: Int>(dt: Datatype, target: &[T], operand: &[T], compare: 
                 &mut res[..n],
                 Context(ctx),
             );
-            ok::<S>(e);
+            ok(e);
             let want: Vec<T> = (0..target.len())
                 .map(|i| int_ref(op, target[i], operand[i], compare[i]))
                 .collect();
@@ -860,8 +860,8 @@ fn int_ops<S: Conf, T: Int>(dt: Datatype, target: &[T], operand: &[T], compare: 
     assert_eq!(a.cntr_tx.read_err(), 0);
 }
 
-fn atomic_uint64_ops<S: Conf>() {
-    int_ops::<S, u64>(
+fn atomic_uint64_ops<A: Api>() {
+    int_ops::<A, u64>(
         Datatype::Uint64,
         &[5, 7, 0, u64::MAX, 0xf0f0],
         &[3, 7, 9, 1, 0x0ff0],
@@ -869,8 +869,8 @@ fn atomic_uint64_ops<S: Conf>() {
     );
 }
 
-fn atomic_int32_ops<S: Conf>() {
-    int_ops::<S, i32>(
+fn atomic_int32_ops<A: Api>() {
+    int_ops::<A, i32>(
         Datatype::Int32,
         &[5, -7, 0, i32::MAX, -1],
         &[3, -7, 9, 1, 6],
@@ -896,11 +896,11 @@ fn ld(mantissa: u64, sign_exp: u16) -> Vec<u8> {
 
 /// Base and fetch forms of one float case; the target is reset first.
 #[allow(clippy::too_many_arguments)]
-fn float_case<S: Conf>(
-    a: &Node<S>,
-    b: &Node<S>,
+fn float_case<A: Api>(
+    a: &Node<A>,
+    b: &Node<A>,
     dest: FiAddr,
-    mr: &MemoryRegion<'_, S>,
+    mr: &dyn MrOps,
     res: &mut [u8],
     dt: Datatype,
     op: AtomicOp,
@@ -926,7 +926,7 @@ fn float_case<S: Conf>(
             &mut res[..n],
             Context(7),
         );
-        ok::<S>(e);
+        ok(e);
         let mut got = vec![0u8; n];
         mr.read(0, &mut got).unwrap();
         assert_eq!(got, want, "{class:?} {op:?} {dt:?}: target");
@@ -938,11 +938,11 @@ fn float_case<S: Conf>(
 
 /// Double sum/min/max, float complex sum, long double sum (base and fetch), plus the
 /// msg and inject forms.
-fn atomic_float_ops<S: Conf>() {
+fn atomic_float_ops<A: Api>() {
     let mut res = vec![0u8; 64];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 64];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x41)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x41)).unwrap();
     let t = f64s(&[1.5, -2.0, 3.25]);
     let o = f64s(&[2.25, -3.0, 1.0]);
     let d = Datatype::Double;
@@ -1042,11 +1042,11 @@ fn atomic_float_ops<S: Conf>() {
 
 /// 128-bit compare-and-swap: swaps where the compare matches, fetches the old values;
 /// also through `compare_atomicmsg`.
-fn atomic_uint128_cswap<S: Conf>() {
+fn atomic_uint128_cswap<A: Api>() {
     let mut res = vec![0u8; 32];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 32];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x42)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x42)).unwrap();
     let big = (1u128 << 100) | 5;
     let t0 = bytes(&[big, 7u128]);
     mr.write(0, &t0).unwrap();
@@ -1064,7 +1064,7 @@ fn atomic_uint128_cswap<S: Conf>() {
         &mut res,
         Context(1),
     );
-    ok::<S>(e);
+    ok(e);
     assert_eq!(snapshot(&mr), bytes(&[42u128, 7]));
     assert_eq!(res, t0);
 
@@ -1100,8 +1100,8 @@ fn atomic_uint128_cswap<S: Conf>() {
 
 /// The valid queries agree with fi_atomic(3) for every (class, op, datatype), with the
 /// count `4096 / size`; `fi_query_atomic` agrees too.
-fn atomic_valid_queries<S: Conf>() {
-    let n = node::<S>(|_| {});
+fn atomic_valid_queries<A: Api>() {
+    let n = node::<A>(|_| {});
     for dt in Datatype::ALL {
         for op in AtomicOp::ALL {
             for class in AtomicClass::ALL {
@@ -1128,12 +1128,12 @@ fn atomic_valid_queries<S: Conf>() {
 
 /// Invalid combinations are refused at post time with `FI_EOPNOTSUPP`; nothing reaches
 /// the target.
-fn atomic_invalid_rejected<S: Conf>() {
+fn atomic_invalid_rejected<A: Api>() {
     let mut res = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = pattern(32, 8);
     let orig = mem.clone();
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x43)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x43)).unwrap();
     let (addr, key) = (mr.remote_addr(), mr.key());
     let eight = [1u8; 8];
     let c = Context(1);
@@ -1187,17 +1187,19 @@ type AtomicCase<'a> = (AtomicClass, AtomicOp, u64, u64, &'a [u8], Error);
 
 /// Atomics with a wrong key, out of range, or without permission fail with error entries
 /// and leave the target unchanged; a fetch of read-only memory works.
-fn atomic_errors<S: Conf>() {
+fn atomic_errors<A: Api>() {
     let mut res = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = pattern(64, 5);
     let mut ro_mem = pattern(16, 6);
     let (orig, ro_orig) = (mem.clone(), ro_mem.clone());
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x31)).unwrap();
-    let ro = b
-        .domain
-        .mr_reg(&mut ro_mem, &mr_attr(MrAccess::REMOTE_READ, 0x32))
-        .unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x31)).unwrap();
+    let ro = A::mr_reg(
+        &b.domain,
+        &mut ro_mem,
+        &mr_attr(MrAccess::REMOTE_READ, 0x32),
+    )
+    .unwrap();
     let base = mr.remote_addr();
     let one = bytes(&[1u64]);
     let two = bytes(&[1u64, 2]);
@@ -1231,7 +1233,7 @@ fn atomic_errors<S: Conf>() {
             &mut res[..n],
             Context(i + 1),
         );
-        let e = err::<S>(e);
+        let e = err(e);
         expect_err(&e, Context(i + 1), want);
         assert!(e.flags.contains(CqFlags::ATOMIC), "{e:?}");
     }
@@ -1255,7 +1257,7 @@ fn atomic_errors<S: Conf>() {
         &mut res[..8],
         Context(50),
     );
-    ok::<S>(e);
+    ok(e);
     assert_eq!(res[..8], ro_orig[8..16]);
 }
 
@@ -1265,11 +1267,11 @@ fn atomic_errors<S: Conf>() {
 
 /// A triggered tagged (and untagged) send goes out only when its counter reaches the
 /// threshold.
-fn triggered_send<S: Conf>() {
+fn triggered_send<A: Api>() {
     let mut rbuf = [0u8; 16];
     let mut mbuf = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
-    let t = a.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+    let (a, b, b_at_a, _) = pair::<A>();
+    let t = A::cntr(&a.domain, &CntrAttr::DEFAULT).unwrap();
     // SAFETY: the buffers outlive the nodes; read after the completions.
     unsafe { b.ep.trecv(&mut rbuf, FiAddr::UNSPEC, 0x77, 0, Context(5)) }.unwrap();
     // SAFETY: as above.
@@ -1344,11 +1346,11 @@ fn triggered_send<S: Conf>() {
 
 /// A triggered write and a triggered atomic leave the target untouched until the
 /// counter reaches the threshold.
-fn triggered_write_atomic<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
-    let t = a.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+fn triggered_write_atomic<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
+    let t = A::cntr(&a.domain, &CntrAttr::DEFAULT).unwrap();
     let mut mem = vec![0u8; 32];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x61)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x61)).unwrap();
     mr.write(16, &bytes(&[5u64])).unwrap();
     let data = pattern(16, 2);
     let iov = [&data[..]];
@@ -1417,11 +1419,11 @@ fn triggered_write_atomic<S: Conf>() {
 
 /// Operations fire in threshold order, even when one increment passes several
 /// thresholds (fi_trigger(3)); a threshold already reached fires at once.
-fn triggered_threshold_order<S: Conf>() {
-    let (a, b, b_at_a, _) = pair::<S>();
-    let t = a.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+fn triggered_threshold_order<A: Api>() {
+    let (a, b, b_at_a, _) = pair::<A>();
+    let t = A::cntr(&a.domain, &CntrAttr::DEFAULT).unwrap();
     let mut mem = vec![0u8; 4];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x62)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x62)).unwrap();
     let rma_iov = RmaIov {
         addr: mr.remote_addr(),
         len: 4,
@@ -1461,10 +1463,10 @@ fn triggered_threshold_order<S: Conf>() {
 
 /// A triggered receive is posted only at the threshold: a message arriving earlier
 /// waits as unexpected and matches once the receive is posted.
-fn triggered_recv<S: Conf>() {
+fn triggered_recv<A: Api>() {
     let mut rbuf = [0u8; 16];
-    let (a, b, b_at_a, _) = pair::<S>();
-    let tb = b.domain.cntr(&CntrAttr::DEFAULT).unwrap();
+    let (a, b, b_at_a, _) = pair::<A>();
+    let tb = A::cntr(&b.domain, &CntrAttr::DEFAULT).unwrap();
     {
         let mut iov: [&mut [u8]; 1] = [&mut rbuf];
         let mut m = TaggedMsgMut {
@@ -1509,11 +1511,11 @@ fn triggered_recv<S: Conf>() {
 /// the target memory holds the write when the message arrives, and the initiator sees
 /// the write complete first. Under manual progress the held-back send is observed
 /// directly: the target gets only the write until the initiator handles its ack.
-fn fence_after_write<S: Conf>() {
+fn fence_after_write<A: Api>() {
     let mut rbuf = [0u8; 8];
-    let (a, b, b_at_a, _) = pair::<S>();
+    let (a, b, b_at_a, _) = pair::<A>();
     let mut mem = vec![0u8; 32];
-    let mr = b.domain.mr_reg(&mut mem, &mr_attr(RW, 0x71)).unwrap();
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x71)).unwrap();
     // SAFETY: `rbuf` outlives the nodes; read after the completion.
     unsafe { b.ep.trecv(&mut rbuf, FiAddr::UNSPEC, 1, 0, Context(7)) }.unwrap();
     let data = pattern(32, 1);
@@ -1529,10 +1531,10 @@ fn fence_after_write<S: Conf>() {
         data: 0,
     };
     a.ep.tsendmsg(&tm, OpFlags::FENCE).unwrap();
-    if !is_auto::<S>() {
+    if !A::AUTO {
         assert_eq!(b.domain.progress(), 1, "only the write went out");
         assert_eq!(b.domain.progress(), 0, "the fenced send waits for the ack");
-        let mut e = [Entry::<S>::default(); 1];
+        let mut e = [A::Entry::default(); 1];
         assert_eq!(b.cq.read(&mut e), Err(Error::Again));
     }
     let e = wait_ok(&b.cq, &[&a.domain]);
@@ -1557,9 +1559,9 @@ fn fence_after_write<S: Conf>() {
 
 /// Canceling a fenced (held back) operation completes it with `FI_ECANCELED`; it is never
 /// delivered, while what was posted after it still goes out after the fence clears.
-fn cancel_fenced<S: Conf>() {
+fn cancel_fenced<A: Api>() {
     let mut hbuf = [0u8; 8];
-    let a = node::<S>(|_| {});
+    let a = node::<A>(|_| {});
     let (h, h_at_a) = held(&a);
     let mut mem = vec![0u8; 16];
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x72)).unwrap();
@@ -1586,11 +1588,11 @@ fn cancel_fenced<S: Conf>() {
     // The write is still outstanding (the held peer has not run): nothing else yet.
     assert_cq_empty(&a.cq, &[]);
 
-    let e = ok::<S>(wait_with(&a.cq, || {
+    let e = ok(wait_with(&a.cq, || {
         h.domain.progress();
     }));
     assert_eq!(e.context(), Context(1));
-    let e = ok::<S>(wait_with(&a.cq, || {
+    let e = ok(wait_with(&a.cq, || {
         h.domain.progress();
     }));
     assert_eq!(e.context(), Context(3));
@@ -1605,14 +1607,14 @@ fn cancel_fenced<S: Conf>() {
     );
     assert_eq!(&hbuf[..5], b"after", "the canceled message never arrives");
     assert_eq!(&snapshot(&mr)[..8], b"written!");
-    let mut x = [<Entry<Held>>::default(); 1];
+    let mut x = [<Entry<HeldStack>>::default(); 1];
     assert_eq!(h.cq.read(&mut x), Err(Error::Again));
 }
 
 /// A small transmit queue fills with outstanding writes (`FI_EAGAIN`) and accepts new
 /// ones once completions are drained.
-fn tx_queue_backpressure<S: Conf>() {
-    let a = node::<S>(|i| i.tx_attr.size = 4);
+fn tx_queue_backpressure<A: Api>() {
+    let a = node::<A>(|i| i.tx_attr.size = 4);
     let (h, h_at_a) = held(&a);
     let mut mem = vec![0u8; 80];
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x73)).unwrap();
@@ -1637,7 +1639,7 @@ fn tx_queue_backpressure<S: Conf>() {
         Err(Error::Again)
     );
     for i in 1..=4 {
-        let e = ok::<S>(wait_with(&a.cq, || {
+        let e = ok(wait_with(&a.cq, || {
             h.domain.progress();
         }));
         assert_eq!(e.context(), Context(i));
@@ -1645,7 +1647,7 @@ fn tx_queue_backpressure<S: Conf>() {
     assert_eq!(a.ep.tx_size_left(), 4);
     a.ep.write(&[9; 16], h_at_a, base + 64, key, Context(9))
         .unwrap();
-    let e = ok::<S>(wait_with(&a.cq, || {
+    let e = ok(wait_with(&a.cq, || {
         h.domain.progress();
     }));
     assert_eq!(e.context(), Context(9));
@@ -1656,9 +1658,9 @@ fn tx_queue_backpressure<S: Conf>() {
 /// Dropping an endpoint with operations in flight (writes, a read, a fenced send)
 /// completes each with an `FI_ECANCELED` error entry; late responses are ignored and
 /// never touch the read buffer.
-fn drop_with_pending<S: Conf>() {
+fn drop_with_pending<A: Api>() {
     let mut rbuf = [0u8; 8];
-    let a = node::<S>(|_| {});
+    let a = node::<A>(|_| {});
     let (h, h_at_a) = held(&a);
     let mut mem = pattern(32, 3);
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x74)).unwrap();
@@ -1681,7 +1683,7 @@ fn drop_with_pending<S: Conf>() {
 
     let mut ctxs: Vec<usize> = (0..4)
         .map(|_| {
-            let e = err::<S>(wait_with(&cq, || {}));
+            let e = err(wait_with(&cq, || {}));
             assert_eq!(e.err, Error::Canceled, "{e:?}");
             e.context.0
         })

@@ -332,6 +332,7 @@ fn derive_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
         ));
     }
     let mut inits = Vec::new();
+    let mut outs = Vec::new();
     for f in &fields.named {
         let Some(id) = &f.ident else { continue };
         let fname = id.to_string();
@@ -352,6 +353,7 @@ fn derive_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
         inits.push(quote_spanned! {ty.span()=>
             #id: ::fabric::__private::field::<#ty, #want>(c.#id)
         });
+        outs.push(quote_spanned! {ty.span()=> #id: e.#id });
     }
     Ok(quote! {
         impl ::fabric::CqFormat for #name {
@@ -360,6 +362,10 @@ fn derive_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
             #[inline(always)]
             fn make(c: &::fabric::Completion) -> Self {
                 #name { #(#inits,)* }
+            }
+            #[inline(always)]
+            fn completion(e: &Self) -> ::fabric::Completion {
+                ::fabric::Completion { #(#outs,)* ..::core::default::Default::default() }
             }
         }
     })

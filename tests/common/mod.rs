@@ -1,20 +1,38 @@
-//! Shared scaffolding of the conformance suites: node and pair setup over any stack,
-//! format-independent views of CQ entries, bounded waits that drive progress on the
-//! peers, and the macros that instantiate one generic test body for a matrix of stacks.
+//! Shared scaffolding of the conformance suites: the [`Api`] abstraction every test body
+//! is written against (implemented by the static stacks, [`St<S>`], and by the run-time
+//! dispatch layer, [`Dy<C>`]), node and pair setup over any API, format-independent views
+//! of CQ entries, bounded waits that drive progress on the peers, and the macros that
+//! instantiate one generic test body for the matrix of static stacks and dyn choices.
+//!
+//! Test bodies call the objects' methods through the object-safe traits of
+//! `fabric::dynamic::ops` (which the static objects implement by delegating to their
+//! inherent methods, statically dispatched here since the types are known per
+//! instantiation), and open the objects they keep typed through [`Api`]'s constructors.
 //!
 //! Every wait here is bounded by [`DEADLINE`] and panics with a description of what it
 //! waited for, so a broken provider fails a test instead of hanging the suite.
 #![allow(dead_code, unused_macros, unused_imports)]
 
+use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use fabric::attr::{AvAttr, CntrAttr, CqAttr, EpType, WaitObj};
+use fabric::attr::{
+    AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, EpType, MrAttr, ProgressMode, ThreadingLevel,
+    WaitObj,
+};
+use fabric::av_type::AvType;
+use fabric::dynamic::prelude::*;
+use fabric::dynamic::{
+    DynAv, DynCntr, DynCq, DynDomain, DynEndpoint, DynFabric, DynMr, ProviderFilter,
+};
 use fabric::flags::{BindFlags, Caps, CqFlags};
 use fabric::prelude::ConstDefault;
 use fabric::{
-    getinfo, AddressVector, Config, Context, Counter, Cq, CqDataEntry, CqEntry, CqFormat,
-    CqMsgEntry, CqTaggedEntry, Domain, Endpoint, Error, Fabric, FiAddr, Hints, Info, Progress,
+    getinfo, AddressVector, Completion, Config, Context, Counter, Cq, CqDataEntry, CqEntry,
+    CqFormat, CqMsgEntry, CqTaggedEntry, Domain, Endpoint, Error, Fabric, FiAddr, Hints, Info,
+    MemoryRegion, Progress, WaitSet,
 };
+use fabric_loopback::Loopback;
 
 pub use fabric::CqErrEntry;
 
@@ -23,9 +41,6 @@ pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// How long [`assert_cq_empty`] keeps driving progress before deciding nothing comes.
 pub const QUIET: Duration = Duration::from_millis(20);
-
-/// The CQ entry type of stack `S`.
-pub type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
 
 /// Format-independent read access to a CQ entry: `None` where the format lacks the field.
 pub trait EntryView: Copy + Default + std::fmt::Debug {
@@ -106,6 +121,27 @@ impl EntryView for CqDataEntry {
     }
 }
 
+impl EntryView for DynEntry {
+    fn context(&self) -> Context {
+        DynEntry::context(self)
+    }
+    fn flags(&self) -> Option<CqFlags> {
+        DynEntry::flags(self)
+    }
+    fn len(&self) -> Option<usize> {
+        DynEntry::len(self)
+    }
+    fn buf(&self) -> Option<usize> {
+        DynEntry::buf(self)
+    }
+    fn tag(&self) -> Option<u64> {
+        DynEntry::tag(self)
+    }
+    fn data(&self) -> Option<u64> {
+        DynEntry::data(self)
+    }
+}
+
 impl EntryView for CqTaggedEntry {
     fn context(&self) -> Context {
         self.op_context
@@ -131,8 +167,7 @@ impl EntryView for CqTaggedEntry {
 pub trait ViewFormat: CqFormat<Entry: EntryView> {}
 impl<F: CqFormat<Entry: EntryView>> ViewFormat for F {}
 
-/// The bound of every generic conformance test: a stack whose CQ entries have an
-/// [`EntryView`].
+/// The bound of every static stack the suites run on: CQ entries with an [`EntryView`].
 pub trait Conf: Config<Cq: ViewFormat> {}
 impl<S: Config<Cq: ViewFormat>> Conf for S {}
 
@@ -141,23 +176,448 @@ pub fn is_auto<S: Config>() -> bool {
     <S::Progress as Progress>::AUTO
 }
 
+// ---------------------------------------------------------------------------------------
+// The API abstraction
+// ---------------------------------------------------------------------------------------
+
+/// A CQ read with typed entries: the static CQ in its stack's format, the dyn CQ in the
+/// format it was opened with. The other CQ calls come from [`CqOps`] and [`Waitable`].
+pub trait TestCq: CqOps {
+    /// The entry type reads produce.
+    type Entry: EntryView;
+    /// `fi_cq_read`.
+    fn read(&self, out: &mut [Self::Entry]) -> fabric::Result<usize>;
+    /// `fi_cq_readfrom`.
+    fn read_from(&self, out: &mut [Self::Entry], src: &mut [FiAddr]) -> fabric::Result<usize>;
+    /// `fi_cq_sread`.
+    fn sread(
+        &self,
+        out: &mut [Self::Entry],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize>;
+    /// Whether the CQ's domain runs a progress thread (waits pace themselves by it).
+    fn is_auto(&self) -> bool;
+}
+
+/// What a test body is written against: the object types of one API and the
+/// constructors of the objects tests keep typed. Everything else goes through the
+/// object-safe traits of `fabric::dynamic::ops`.
+pub trait Api: 'static {
+    /// `fid_fabric`.
+    type Fabric: FabricOps;
+    /// `fid_domain`.
+    type Domain: DomainOps;
+    /// `fid_ep`.
+    type Ep: EndpointOps;
+    /// `fid_cq`, read with typed entries.
+    type Cq: TestCq<Entry = Self::Entry>;
+    /// `fid_cntr`.
+    type Cntr: CntrOps;
+    /// `fid_av`.
+    type Av: AvOps;
+    /// `fid_mr` borrowing its memory for `'a`.
+    type Mr<'a>: MrOps;
+    /// The CQ entries.
+    type Entry: EntryView;
+    /// Whether a progress thread runs.
+    const AUTO: bool;
+    /// The AV type (`Map` or `Table`).
+    const AV: AvKind;
+    /// `fi_getinfo`.
+    fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>>;
+    /// `fi_fabric`.
+    fn fabric(info: &Info) -> fabric::Result<Self::Fabric>;
+    /// `fi_domain`.
+    fn domain(fabric: &Self::Fabric, info: &Info) -> fabric::Result<Self::Domain>;
+    /// `fi_endpoint`.
+    fn endpoint(domain: &Self::Domain, info: &Info) -> fabric::Result<Self::Ep>;
+    /// `fi_cq_open`.
+    fn cq(domain: &Self::Domain, attr: &CqAttr) -> fabric::Result<Self::Cq>;
+    /// `fi_cq_open` in a wait set.
+    fn cq_in_set(
+        domain: &Self::Domain,
+        attr: &CqAttr,
+        set: &dyn WaitSetOps,
+    ) -> fabric::Result<Self::Cq>;
+    /// `fi_cntr_open`.
+    fn cntr(domain: &Self::Domain, attr: &CntrAttr) -> fabric::Result<Self::Cntr>;
+    /// `fi_av_open`.
+    fn av(domain: &Self::Domain, attr: &AvAttr) -> fabric::Result<Self::Av>;
+    /// `fi_mr_reg`.
+    fn mr_reg<'a>(
+        domain: &Self::Domain,
+        buf: &'a mut [u8],
+        attr: &MrAttr,
+    ) -> fabric::Result<Self::Mr<'a>>;
+}
+
+/// The static API of stack `S`.
+pub struct St<S>(PhantomData<S>);
+
+/// The CQ entry type of stack `S`.
+pub type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
+
+impl<S: Conf> TestCq for Cq<S> {
+    type Entry = Entry<S>;
+    fn read(&self, out: &mut [Entry<S>]) -> fabric::Result<usize> {
+        Cq::read(self, out)
+    }
+    fn read_from(&self, out: &mut [Entry<S>], src: &mut [FiAddr]) -> fabric::Result<usize> {
+        Cq::read_from(self, out, src)
+    }
+    fn sread(
+        &self,
+        out: &mut [Entry<S>],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize> {
+        Cq::sread(self, out, threshold, timeout)
+    }
+    fn is_auto(&self) -> bool {
+        is_auto::<S>()
+    }
+}
+
+impl<S: Conf> Api for St<S> {
+    type Fabric = Fabric<S>;
+    type Domain = Domain<S>;
+    type Ep = Endpoint<S>;
+    type Cq = Cq<S>;
+    type Cntr = Counter<S>;
+    type Av = AddressVector<S>;
+    type Mr<'a> = MemoryRegion<'a, S>;
+    type Entry = Entry<S>;
+    const AUTO: bool = <S::Progress as Progress>::AUTO;
+    const AV: AvKind = <S::Av as AvType>::KIND;
+    fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>> {
+        getinfo::<S>(Some(hints))
+    }
+    fn fabric(info: &Info) -> fabric::Result<Fabric<S>> {
+        Fabric::open(info)
+    }
+    fn domain(fabric: &Fabric<S>, info: &Info) -> fabric::Result<Domain<S>> {
+        fabric.domain(info)
+    }
+    fn endpoint(domain: &Domain<S>, info: &Info) -> fabric::Result<Endpoint<S>> {
+        domain.endpoint(info)
+    }
+    fn cq(domain: &Domain<S>, attr: &CqAttr) -> fabric::Result<Cq<S>> {
+        domain.cq(attr)
+    }
+    fn cq_in_set(domain: &Domain<S>, attr: &CqAttr, set: &dyn WaitSetOps) -> fabric::Result<Cq<S>> {
+        let set = set
+            .as_any()
+            .downcast_ref::<WaitSet<S>>()
+            .ok_or(Error::Domain)?;
+        domain.cq_in_set(attr, set)
+    }
+    fn cntr(domain: &Domain<S>, attr: &CntrAttr) -> fabric::Result<Counter<S>> {
+        domain.cntr(attr)
+    }
+    fn av(domain: &Domain<S>, attr: &AvAttr) -> fabric::Result<AddressVector<S>> {
+        domain.av(attr)
+    }
+    fn mr_reg<'a>(
+        domain: &Domain<S>,
+        buf: &'a mut [u8],
+        attr: &MrAttr,
+    ) -> fabric::Result<MemoryRegion<'a, S>> {
+        domain.mr_reg(buf, attr)
+    }
+}
+
+/// The provider list of the dyn instantiations.
+pub type Net = Registry<(Loopback,)>;
+
+/// A CQ entry type the dyn CQ reads into, and the format it opens its CQs with.
+pub trait DynRead: EntryView + 'static {
+    /// The format requested at CQ open (`Unspec`: the default, tagged).
+    const FORMAT: CqFormatKind;
+    /// `fi_cq_read` through the dyn CQ's conversion.
+    fn read(cq: &DynCq, out: &mut [Self]) -> fabric::Result<usize>;
+    /// `fi_cq_readfrom`.
+    fn read_from(cq: &DynCq, out: &mut [Self], src: &mut [FiAddr]) -> fabric::Result<usize>;
+    /// `fi_cq_sread`.
+    fn sread(
+        cq: &DynCq,
+        out: &mut [Self],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize>;
+}
+
+macro_rules! dyn_read {
+    ($($entry:ty => $format:ident),*) => {$(
+        impl DynRead for $entry {
+            const FORMAT: CqFormatKind = CqFormatKind::$format;
+            fn read(cq: &DynCq, out: &mut [Self]) -> fabric::Result<usize> {
+                cq.read(out)
+            }
+            fn read_from(cq: &DynCq, out: &mut [Self], src: &mut [FiAddr]) -> fabric::Result<usize> {
+                cq.read_from(out, src)
+            }
+            fn sread(
+                cq: &DynCq,
+                out: &mut [Self],
+                threshold: usize,
+                timeout: Option<Duration>,
+            ) -> fabric::Result<usize> {
+                cq.sread(out, threshold, timeout)
+            }
+        }
+    )*};
+}
+dyn_read!(
+    CqEntry => Context,
+    CqMsgEntry => Msg,
+    CqDataEntry => Data,
+    CqTaggedEntry => Tagged,
+    DynEntry => Unspec
+);
+
+/// A dyn CQ read as entries `E`.
+pub struct DCq<E> {
+    cq: DynCq,
+    auto: bool,
+    _entry: PhantomData<E>,
+}
+
+impl<E: DynRead> TestCq for DCq<E> {
+    type Entry = E;
+    fn read(&self, out: &mut [E]) -> fabric::Result<usize> {
+        E::read(&self.cq, out)
+    }
+    fn read_from(&self, out: &mut [E], src: &mut [FiAddr]) -> fabric::Result<usize> {
+        E::read_from(&self.cq, out, src)
+    }
+    fn sread(
+        &self,
+        out: &mut [E],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize> {
+        E::sread(&self.cq, out, threshold, timeout)
+    }
+    fn is_auto(&self) -> bool {
+        self.auto
+    }
+}
+
+impl<E> Waitable for DCq<E> {
+    fn trywait(&self) -> fabric::Result<()> {
+        self.cq.trywait()
+    }
+}
+
+impl<E> CqOps for DCq<E> {
+    fn format(&self) -> CqFormatKind {
+        CqOps::format(&self.cq)
+    }
+    fn read_completions(&self, out: &mut [Completion]) -> fabric::Result<usize> {
+        self.cq.read_completions(out)
+    }
+    fn read_completions_from(
+        &self,
+        out: &mut [Completion],
+        src: &mut [FiAddr],
+    ) -> fabric::Result<usize> {
+        self.cq.read_completions_from(out, src)
+    }
+    fn sread_completions(
+        &self,
+        out: &mut [Completion],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize> {
+        self.cq.sread_completions(out, threshold, timeout)
+    }
+    fn sread_completions_from(
+        &self,
+        out: &mut [Completion],
+        src: &mut [FiAddr],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize> {
+        self.cq.sread_completions_from(out, src, threshold, timeout)
+    }
+    fn read_err(&self) -> fabric::Result<fabric::CqErrEntry> {
+        self.cq.read_err()
+    }
+    fn signal(&self) {
+        self.cq.signal()
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.cq.wait_fd()
+    }
+    fn strerror(&self, e: &fabric::CqErrEntry) -> &'static str {
+        self.cq.strerror(e)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self.cq.as_any()
+    }
+}
+
+/// The run-time choices of one dyn instantiation: what the hints ask for, and the entry
+/// type (hence format) of its CQs.
+pub trait DynCfg: 'static {
+    /// Requested threading level (`Unspec`: the default).
+    const THREADING: ThreadingLevel;
+    /// Requested progress model (`Unspec`: the default).
+    const PROGRESS: ProgressMode;
+    /// Requested AV type (`Unspec`: the default).
+    const AV: AvKind;
+    /// The threading implementation the choice must land on.
+    const IMPL: ThreadingLevel;
+    /// CQ entries (and format).
+    type Entry: DynRead;
+}
+
+/// The dyn API with the choices of `C`, over [`Net`].
+pub struct Dy<C>(PhantomData<C>);
+
+fn is_auto_info(info: &Info) -> bool {
+    info.domain_attr.data_progress == ProgressMode::Auto
+        || info.domain_attr.control_progress == ProgressMode::Auto
+}
+
+impl<C: DynCfg> Api for Dy<C> {
+    type Fabric = DynFabric;
+    type Domain = DynDomain;
+    type Ep = DynEndpoint;
+    type Cq = DCq<C::Entry>;
+    type Cntr = DynCntr;
+    type Av = DynAv;
+    type Mr<'a> = DynMr<'a>;
+    type Entry = C::Entry;
+    const AUTO: bool = matches!(C::PROGRESS, ProgressMode::Auto);
+    const AV: AvKind = match C::AV {
+        AvKind::Map => AvKind::Map,
+        _ => AvKind::Table,
+    };
+    fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>> {
+        let mut h = hints.clone();
+        if C::THREADING != ThreadingLevel::Unspec {
+            h = h.threading(C::THREADING);
+        }
+        if C::PROGRESS != ProgressMode::Unspec {
+            h = h.data_progress(C::PROGRESS).control_progress(C::PROGRESS);
+        }
+        if C::AV != AvKind::Unspec {
+            h = h.av_type(C::AV);
+        }
+        Net::getinfo_filtered(Some(&h), &ProviderFilter::All)
+    }
+    fn fabric(info: &Info) -> fabric::Result<DynFabric> {
+        let f = Net::fabric(info)?;
+        let c = f.choice();
+        // The run-time choice landed on the stack the instantiation asked for.
+        assert_eq!(c.provider, "loopback");
+        assert_eq!(c.threading, C::IMPL, "threading implementation");
+        assert_eq!(c.progress == ProgressMode::Auto, Self::AUTO, "progress");
+        assert_eq!(c.av_type, Self::AV, "AV type");
+        Ok(f)
+    }
+    fn domain(fabric: &DynFabric, info: &Info) -> fabric::Result<DynDomain> {
+        fabric.domain(info)
+    }
+    fn endpoint(domain: &DynDomain, info: &Info) -> fabric::Result<DynEndpoint> {
+        domain.endpoint(info)
+    }
+    fn cq(domain: &DynDomain, attr: &CqAttr) -> fabric::Result<DCq<C::Entry>> {
+        let cq = domain.cq(&CqAttr {
+            format: <C::Entry as DynRead>::FORMAT,
+            ..*attr
+        })?;
+        Ok(DCq {
+            cq,
+            auto: is_auto_info(domain.info()),
+            _entry: PhantomData,
+        })
+    }
+    fn cq_in_set(
+        domain: &DynDomain,
+        attr: &CqAttr,
+        set: &dyn WaitSetOps,
+    ) -> fabric::Result<DCq<C::Entry>> {
+        let cq = domain.cq_in_set(
+            &CqAttr {
+                format: <C::Entry as DynRead>::FORMAT,
+                ..*attr
+            },
+            set,
+        )?;
+        Ok(DCq {
+            cq,
+            auto: is_auto_info(domain.info()),
+            _entry: PhantomData,
+        })
+    }
+    fn cntr(domain: &DynDomain, attr: &CntrAttr) -> fabric::Result<DynCntr> {
+        domain.cntr(attr)
+    }
+    fn av(domain: &DynDomain, attr: &AvAttr) -> fabric::Result<DynAv> {
+        domain.av(attr)
+    }
+    fn mr_reg<'a>(
+        domain: &DynDomain,
+        buf: &'a mut [u8],
+        attr: &MrAttr,
+    ) -> fabric::Result<DynMr<'a>> {
+        domain.mr_reg(buf, attr)
+    }
+}
+
+macro_rules! dyn_cfg {
+    ($($(#[$m:meta])* $name:ident: $t:ident, $p:ident, $a:ident => $imp:ident, $e:ty;)*) => {$(
+        $(#[$m])*
+        pub enum $name {}
+        impl DynCfg for $name {
+            const THREADING: ThreadingLevel = ThreadingLevel::$t;
+            const PROGRESS: ProgressMode = ProgressMode::$p;
+            const AV: AvKind = AvKind::$a;
+            const IMPL: ThreadingLevel = ThreadingLevel::$imp;
+            type Entry = $e;
+        }
+    )*};
+}
+
+dyn_cfg! {
+    /// Nothing requested: ThreadDomain, Manual, Table; entries read as [`DynEntry`].
+    DynDefault: Unspec, Unspec, Unspec => Domain, DynEntry;
+    /// `FI_THREAD_SAFE` and `FI_PROGRESS_AUTO`.
+    DynSafeAuto: Safe, Auto, Unspec => Safe, CqTaggedEntry;
+    /// `FI_THREAD_ENDPOINT` (served by the thread-safe stack) and `FI_AV_MAP`.
+    DynEpMap: Endpoint, Manual, Map => Safe, CqTaggedEntry;
+    /// Default choices, `FI_CQ_FORMAT_CONTEXT` CQs.
+    DynCqContext: Unspec, Unspec, Unspec => Domain, CqEntry;
+    /// Default choices, `FI_CQ_FORMAT_MSG` CQs.
+    DynCqMsg: Unspec, Unspec, Unspec => Domain, CqMsgEntry;
+    /// Default choices, `FI_CQ_FORMAT_DATA` CQs.
+    DynCqData: Unspec, Unspec, Unspec => Domain, CqDataEntry;
+}
+
+// ---------------------------------------------------------------------------------------
+// Nodes
+// ---------------------------------------------------------------------------------------
+
 /// One endpoint with everything bound: CQ (transmit and receive), a transmit-side and a
 /// receive-side counter, and an AV.
-pub struct Node<S: Config> {
+pub struct Node<A: Api> {
     /// The fabric.
-    pub fabric: Fabric<S>,
+    pub fabric: A::Fabric,
     /// The domain (its own; call `domain.progress()` to drive this node by hand).
-    pub domain: Domain<S>,
+    pub domain: A::Domain,
     /// CQ bound with `TRANSMIT | RECV`, `wait_obj: Unspec` (so `sread` works).
-    pub cq: Cq<S>,
+    pub cq: A::Cq,
     /// The AV bound to `ep`.
-    pub av: AddressVector<S>,
+    pub av: A::Av,
     /// The enabled endpoint.
-    pub ep: Endpoint<S>,
+    pub ep: A::Ep,
     /// Counter bound with `TRANSMIT | WRITE | READ`.
-    pub cntr_tx: Counter<S>,
+    pub cntr_tx: A::Cntr,
     /// Counter bound with `RECV | REMOTE_WRITE | REMOTE_READ`.
-    pub cntr_rx: Counter<S>,
+    pub cntr_rx: A::Cntr,
     /// The info everything was opened with (after the tweak).
     pub info: Info,
 }
@@ -177,15 +637,15 @@ pub const TEST_CAPS: Caps = Caps::MSG
     .union(Caps::NAMED_RX_CTX)
     .union(Caps::SHARED_AV);
 
-/// The first RDM info `getinfo` returns for `S` with [`TEST_CAPS`] requested.
-pub fn rdm_info<S: Config>() -> Info {
-    info_for::<S>(EpType::Rdm)
+/// The first RDM info `getinfo` returns for `A` with [`TEST_CAPS`] requested.
+pub fn rdm_info<A: Api>() -> Info {
+    info_for::<A>(EpType::Rdm)
 }
 
 /// The first info of endpoint type `ep_type` with [`TEST_CAPS`] requested.
-pub fn info_for<S: Config>(ep_type: EpType) -> Info {
+pub fn info_for<A: Api>(ep_type: EpType) -> Info {
     let hints = Hints::new().caps(TEST_CAPS).ep_type(ep_type);
-    let mut infos = getinfo::<S>(Some(&hints))
+    let mut infos = A::getinfo(&hints)
         .unwrap_or_else(|e| panic!("getinfo({ep_type:?}, {TEST_CAPS:?}) failed: {e}"));
     assert!(!infos.is_empty(), "getinfo returned an empty list");
     infos.remove(0)
@@ -193,16 +653,16 @@ pub fn info_for<S: Config>(ep_type: EpType) -> Info {
 
 /// Opens a node on its own fabric and domain from the RDM info, changed by `tweak`
 /// before anything is opened.
-pub fn node<S: Config>(tweak: impl FnOnce(&mut Info)) -> Node<S> {
-    let mut info = rdm_info::<S>();
+pub fn node<A: Api>(tweak: impl FnOnce(&mut Info)) -> Node<A> {
+    let mut info = rdm_info::<A>();
     tweak(&mut info);
     node_from_info(info)
 }
 
 /// Opens a node from `info` as it is.
-pub fn node_from_info<S: Config>(info: Info) -> Node<S> {
-    let fabric = Fabric::<S>::open(&info).expect("fi_fabric");
-    node_in_fabric(fabric, info)
+pub fn node_from_info<A: Api>(info: Info) -> Node<A> {
+    let fabric = A::fabric(&info).expect("fi_fabric");
+    node_in_fabric::<A>(fabric, info)
 }
 
 /// The CQ attributes of a default node.
@@ -212,35 +672,35 @@ pub const NODE_CQ_ATTR: CqAttr = CqAttr {
 };
 
 /// Opens a node in a new domain of an existing `fabric`.
-pub fn node_in_fabric<S: Config>(fabric: Fabric<S>, info: Info) -> Node<S> {
-    node_full(fabric, info, &NODE_CQ_ATTR, BindFlags::empty())
+pub fn node_in_fabric<A: Api>(fabric: A::Fabric, info: Info) -> Node<A> {
+    node_full::<A>(fabric, info, &NODE_CQ_ATTR, BindFlags::empty())
 }
 
 /// As [`node`], with the CQ opened with `cq_attr` and bound with
 /// `TRANSMIT | RECV | cq_bind` (e.g. `SELECTIVE_COMPLETION`).
-pub fn node_with<S: Config>(
+pub fn node_with<A: Api>(
     tweak: impl FnOnce(&mut Info),
     cq_attr: &CqAttr,
     cq_bind: BindFlags,
-) -> Node<S> {
-    let mut info = rdm_info::<S>();
+) -> Node<A> {
+    let mut info = rdm_info::<A>();
     tweak(&mut info);
-    let fabric = Fabric::<S>::open(&info).expect("fi_fabric");
-    node_full(fabric, info, cq_attr, cq_bind)
+    let fabric = A::fabric(&info).expect("fi_fabric");
+    node_full::<A>(fabric, info, cq_attr, cq_bind)
 }
 
-fn node_full<S: Config>(
-    fabric: Fabric<S>,
+fn node_full<A: Api>(
+    fabric: A::Fabric,
     info: Info,
     cq_attr: &CqAttr,
     cq_bind: BindFlags,
-) -> Node<S> {
-    let domain = fabric.domain(&info).expect("fi_domain");
-    let cq = domain.cq(cq_attr).expect("fi_cq_open");
-    let av = domain.av(&AvAttr::DEFAULT).expect("fi_av_open");
-    let cntr_tx = domain.cntr(&CntrAttr::DEFAULT).expect("fi_cntr_open (tx)");
-    let cntr_rx = domain.cntr(&CntrAttr::DEFAULT).expect("fi_cntr_open (rx)");
-    let ep = domain.endpoint(&info).expect("fi_endpoint");
+) -> Node<A> {
+    let domain = A::domain(&fabric, &info).expect("fi_domain");
+    let cq = A::cq(&domain, cq_attr).expect("fi_cq_open");
+    let av = A::av(&domain, &AvAttr::DEFAULT).expect("fi_av_open");
+    let cntr_tx = A::cntr(&domain, &CntrAttr::DEFAULT).expect("fi_cntr_open (tx)");
+    let cntr_rx = A::cntr(&domain, &CntrAttr::DEFAULT).expect("fi_cntr_open (rx)");
+    let ep = A::endpoint(&domain, &info).expect("fi_endpoint");
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV | cq_bind)
         .expect("bind cq");
     ep.bind_cntr(
@@ -269,28 +729,38 @@ fn node_full<S: Config>(
 
 /// Two default nodes in separate domains, each with the other in its AV:
 /// `(a, b, b as seen from a, a as seen from b)`.
-pub fn pair<S: Config>() -> (Node<S>, Node<S>, FiAddr, FiAddr) {
-    pair_with(|_| {})
+pub fn pair<A: Api>() -> (Node<A>, Node<A>, FiAddr, FiAddr) {
+    pair_with::<A>(|_| {})
 }
 
 /// As [`pair`], with `tweak` applied to both nodes' info.
-pub fn pair_with<S: Config>(tweak: impl Fn(&mut Info)) -> (Node<S>, Node<S>, FiAddr, FiAddr) {
-    let a = node::<S>(&tweak);
-    let b = node::<S>(&tweak);
+pub fn pair_with<A: Api>(tweak: impl Fn(&mut Info)) -> (Node<A>, Node<A>, FiAddr, FiAddr) {
+    let a = node::<A>(&tweak);
+    let b = node::<A>(&tweak);
     let b_at_a = a.av.insert(&b.ep.name()).expect("insert b into a's AV");
     let a_at_b = b.av.insert(&a.ep.name()).expect("insert a into b's AV");
     (a, b, b_at_a, a_at_b)
 }
 
+// ---------------------------------------------------------------------------------------
+// Bounded waits
+// ---------------------------------------------------------------------------------------
+
 /// Runs one progress pass on each domain (no-op work under auto progress, harmless).
-pub fn progress_all<S: Config>(domains: &[&Domain<S>]) {
+pub fn progress_all(domains: &[&dyn DomainOps]) {
     for d in domains {
         d.progress();
     }
 }
 
-fn pause<S: Config>() {
-    if is_auto::<S>() {
+/// Whether any of `domains` runs a progress thread.
+fn any_auto(domains: &[&dyn DomainOps]) -> bool {
+    domains.iter().any(|d| is_auto_info(d.info()))
+}
+
+/// Between polls: let a progress thread run (it shares the two cores), or just yield.
+fn pause(auto: bool) {
+    if auto {
         std::thread::sleep(Duration::from_micros(200));
     } else {
         std::thread::yield_now();
@@ -300,10 +770,10 @@ fn pause<S: Config>() {
 /// Reads one entry from `cq`, driving progress on `others` (the peers' domains) between
 /// attempts. `Ok(entry)` for a completion, `Err(error entry)` for an error completion.
 /// Panics after [`DEADLINE`].
-pub fn wait_one<S: Config>(cq: &Cq<S>, others: &[&Domain<S>]) -> Result<Entry<S>, CqErrEntry> {
+pub fn wait_one<C: TestCq>(cq: &C, others: &[&dyn DomainOps]) -> Result<C::Entry, CqErrEntry> {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let mut e = [Entry::<S>::default(); 1];
+        let mut e = [C::Entry::default(); 1];
         match cq.read(&mut e) {
             Ok(1) => return Ok(e[0]),
             Ok(n) => panic!("cq.read into a 1-entry buffer returned {n}"),
@@ -316,18 +786,18 @@ pub fn wait_one<S: Config>(cq: &Cq<S>, others: &[&Domain<S>]) -> Result<Entry<S>
             Instant::now() < deadline,
             "no completion within {DEADLINE:?}"
         );
-        pause::<S>();
+        pause(cq.is_auto());
     }
 }
 
 /// As [`wait_one`], with the source address from `fi_cq_readfrom`.
-pub fn wait_one_from<S: Config>(
-    cq: &Cq<S>,
-    others: &[&Domain<S>],
-) -> Result<(Entry<S>, FiAddr), CqErrEntry> {
+pub fn wait_one_from<C: TestCq>(
+    cq: &C,
+    others: &[&dyn DomainOps],
+) -> Result<(C::Entry, FiAddr), CqErrEntry> {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let mut e = [Entry::<S>::default(); 1];
+        let mut e = [C::Entry::default(); 1];
         let mut src = [FiAddr(0xdead); 1];
         match cq.read_from(&mut e, &mut src) {
             Ok(1) => return Ok((e[0], src[0])),
@@ -341,13 +811,13 @@ pub fn wait_one_from<S: Config>(
             Instant::now() < deadline,
             "no completion (readfrom) within {DEADLINE:?}"
         );
-        pause::<S>();
+        pause(cq.is_auto());
     }
 }
 
 /// A successful completion; panics on an error entry or timeout.
 #[track_caller]
-pub fn wait_ok<S: Config>(cq: &Cq<S>, others: &[&Domain<S>]) -> Entry<S> {
+pub fn wait_ok<C: TestCq>(cq: &C, others: &[&dyn DomainOps]) -> C::Entry {
     match wait_one(cq, others) {
         Ok(e) => e,
         Err(e) => panic!("expected a completion, got error entry {e:?}"),
@@ -356,7 +826,7 @@ pub fn wait_ok<S: Config>(cq: &Cq<S>, others: &[&Domain<S>]) -> Entry<S> {
 
 /// An error completion; panics on a successful entry or timeout.
 #[track_caller]
-pub fn wait_err<S: Conf>(cq: &Cq<S>, others: &[&Domain<S>]) -> CqErrEntry {
+pub fn wait_err<C: TestCq>(cq: &C, others: &[&dyn DomainOps]) -> CqErrEntry {
     match wait_one(cq, others) {
         Ok(e) => panic!("expected an error entry, got completion {e:?}"),
         Err(e) => e,
@@ -365,17 +835,17 @@ pub fn wait_err<S: Conf>(cq: &Cq<S>, others: &[&Domain<S>]) -> CqErrEntry {
 
 /// `n` successful completions, in CQ order.
 #[track_caller]
-pub fn wait_n<S: Config>(cq: &Cq<S>, others: &[&Domain<S>], n: usize) -> Vec<Entry<S>> {
+pub fn wait_n<C: TestCq>(cq: &C, others: &[&dyn DomainOps], n: usize) -> Vec<C::Entry> {
     (0..n).map(|_| wait_ok(cq, others)).collect()
 }
 
 /// Drives progress on `cq`'s domain (by reading) and `others` for [`QUIET`] and asserts
 /// nothing, neither completion nor error, shows up.
 #[track_caller]
-pub fn assert_cq_empty<S: Conf>(cq: &Cq<S>, others: &[&Domain<S>]) {
+pub fn assert_cq_empty<C: TestCq>(cq: &C, others: &[&dyn DomainOps]) {
     let end = Instant::now() + QUIET;
     loop {
-        let mut e = [Entry::<S>::default(); 1];
+        let mut e = [C::Entry::default(); 1];
         match cq.read(&mut e) {
             Err(Error::Again) => {}
             Ok(_) => panic!("expected an empty CQ, got {:?}", e[0]),
@@ -386,13 +856,13 @@ pub fn assert_cq_empty<S: Conf>(cq: &Cq<S>, others: &[&Domain<S>]) {
         if Instant::now() >= end {
             return;
         }
-        pause::<S>();
+        pause(cq.is_auto());
     }
 }
 
 /// Waits until `cntr` reads at least `value`, driving `others`. Panics after [`DEADLINE`].
 #[track_caller]
-pub fn wait_cntr<S: Config>(cntr: &Counter<S>, value: u64, others: &[&Domain<S>]) {
+pub fn wait_cntr(cntr: &dyn CntrOps, value: u64, others: &[&dyn DomainOps]) {
     let deadline = Instant::now() + DEADLINE;
     loop {
         let v = cntr.read();
@@ -404,13 +874,13 @@ pub fn wait_cntr<S: Config>(cntr: &Counter<S>, value: u64, others: &[&Domain<S>]
             Instant::now() < deadline,
             "counter stuck at {v}, waited for {value} for {DEADLINE:?}"
         );
-        pause::<S>();
+        pause(any_auto(others));
     }
 }
 
 /// Retries `f` while it returns `Err(Again)`, driving progress on `domains`.
 #[track_caller]
-pub fn retry<S: Config, T>(domains: &[&Domain<S>], mut f: impl FnMut() -> fabric::Result<T>) -> T {
+pub fn retry<T>(domains: &[&dyn DomainOps], mut f: impl FnMut() -> fabric::Result<T>) -> T {
     let deadline = Instant::now() + DEADLINE;
     loop {
         match f() {
@@ -423,7 +893,7 @@ pub fn retry<S: Config, T>(domains: &[&Domain<S>], mut f: impl FnMut() -> fabric
             Instant::now() < deadline,
             "still Err(Again) after {DEADLINE:?}"
         );
-        pause::<S>();
+        pause(any_auto(domains));
     }
 }
 
@@ -453,17 +923,17 @@ pub fn check_entry<E: EntryView>(
     }
 }
 
-/// Instantiates generic test bodies for one stack, as module `$m`:
+/// Instantiates generic test bodies for one API, as module `$m`:
 ///
 /// ```ignore
-/// conformance!(default, Stack<Loopback>, [msg_send, #[ignore = "why"] tagged_peek]);
+/// conformance!(default, St<Stack<Loopback>>, [msg_send, #[ignore = "why"] tagged_peek]);
 /// ```
 ///
-/// Each listed name must be a generic `fn name<S: Conf>()` in the including file; the
-/// generated `#[test] fn name()` calls `super::name::<$stack>()`.
+/// Each listed name must be a generic `fn name<A: Api>()` in the including file; the
+/// generated `#[test] fn name()` calls `super::name::<$api>()`.
 #[macro_export]
 macro_rules! conformance {
-    ($m:ident, $stack:ty, [$($(#[$attr:meta])* $t:ident),* $(,)?]) => {
+    ($m:ident, $api:ty, [$($(#[$attr:meta])* $t:ident),* $(,)?]) => {
         mod $m {
             #[allow(unused_imports)]
             use super::*;
@@ -471,60 +941,74 @@ macro_rules! conformance {
                 #[test]
                 $(#[$attr])*
                 fn $t() {
-                    super::$t::<$stack>()
+                    super::$t::<$api>()
                 }
             )*
         }
     };
 }
 
-/// Instantiates the listed generic tests for the whole stack matrix:
-/// the default stack, each threading level, auto progress, each CQ format and the map AV.
+/// Instantiates the listed generic tests for the whole matrix: the static stacks (the
+/// default stack, each threading level, auto progress, each CQ format and the map AV)
+/// and the same choices made at run time through `fabric::dynamic` over
+/// `Registry<(Loopback,)>`.
 ///
-/// | module         | stack                                                        |
-/// |----------------|--------------------------------------------------------------|
-/// | `default`      | `Stack<Loopback>` (ThreadDomain, Manual, CqTagged, Table)    |
-/// | `safe`         | `Stack<Loopback, ThreadSafe>`                                |
-/// | `thread_ep_map`| `Stack<Loopback, ThreadEndpoint, Manual, CqTagged, Map>`     |
-/// | `completion`   | `Stack<Loopback, ThreadCompletion, Manual>`                  |
-/// | `safe_auto`    | `Stack<Loopback, ThreadSafe, Auto>`                          |
-/// | `cq_context`   | `Stack<Loopback, ThreadDomain, Manual, CqContext>`           |
-/// | `cq_msg`       | `Stack<Loopback, ThreadDomain, Manual, CqMsg>`               |
-/// | `cq_data`      | `Stack<Loopback, ThreadDomain, Manual, CqData>`              |
+/// | module          | API                                                                 |
+/// |-----------------|---------------------------------------------------------------------|
+/// | `default`       | `St<Stack<Loopback>>` (ThreadDomain, Manual, CqTagged, Table)       |
+/// | `safe`          | `St<Stack<Loopback, ThreadSafe>>`                                   |
+/// | `thread_ep_map` | `St<Stack<Loopback, ThreadEndpoint, Manual, CqTagged, Map>>`        |
+/// | `completion`    | `St<Stack<Loopback, ThreadCompletion, Manual>>`                     |
+/// | `safe_auto`     | `St<Stack<Loopback, ThreadSafe, Auto>>`                             |
+/// | `cq_context`    | `St<Stack<Loopback, ThreadDomain, Manual, CqContext>>`              |
+/// | `cq_msg`        | `St<Stack<Loopback, ThreadDomain, Manual, CqMsg>>`                  |
+/// | `cq_data`       | `St<Stack<Loopback, ThreadDomain, Manual, CqData>>`                 |
+/// | `dyn_default`   | `Dy<DynDefault>`: no hints; CQ entries read as `DynEntry`           |
+/// | `dyn_safe_auto` | `Dy<DynSafeAuto>`: `FI_THREAD_SAFE`, `FI_PROGRESS_AUTO`             |
+/// | `dyn_ep_map`    | `Dy<DynEpMap>`: `FI_THREAD_ENDPOINT`, `FI_AV_MAP`                   |
+/// | `dyn_cq_context`| `Dy<DynCqContext>`: `FI_CQ_FORMAT_CONTEXT` through the dyn CQ      |
+/// | `dyn_cq_msg`    | `Dy<DynCqMsg>`: `FI_CQ_FORMAT_MSG`                                  |
+/// | `dyn_cq_data`   | `Dy<DynCqData>`: `FI_CQ_FORMAT_DATA`                                |
 #[macro_export]
 macro_rules! conformance_matrix {
     ([$($tests:tt)*]) => {
-        $crate::conformance!(default, fabric::Stack<fabric_loopback::Loopback>, [$($tests)*]);
-        $crate::conformance!(safe, fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe>, [$($tests)*]);
+        $crate::conformance!(default, St<fabric::Stack<fabric_loopback::Loopback>>, [$($tests)*]);
+        $crate::conformance!(safe, St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe>>, [$($tests)*]);
         $crate::conformance!(
             thread_ep_map,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadEndpoint, fabric::Manual, fabric::CqTagged, fabric::Map>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadEndpoint, fabric::Manual, fabric::CqTagged, fabric::Map>>,
             [$($tests)*]
         );
         $crate::conformance!(
             completion,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadCompletion, fabric::Manual>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadCompletion, fabric::Manual>>,
             [$($tests)*]
         );
         $crate::conformance!(
             safe_auto,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe, fabric::Auto>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe, fabric::Auto>>,
             [$($tests)*]
         );
         $crate::conformance!(
             cq_context,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqContext>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqContext>>,
             [$($tests)*]
         );
         $crate::conformance!(
             cq_msg,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqMsg>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqMsg>>,
             [$($tests)*]
         );
         $crate::conformance!(
             cq_data,
-            fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqData>,
+            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqData>>,
             [$($tests)*]
         );
+        $crate::conformance!(dyn_default, Dy<DynDefault>, [$($tests)*]);
+        $crate::conformance!(dyn_safe_auto, Dy<DynSafeAuto>, [$($tests)*]);
+        $crate::conformance!(dyn_ep_map, Dy<DynEpMap>, [$($tests)*]);
+        $crate::conformance!(dyn_cq_context, Dy<DynCqContext>, [$($tests)*]);
+        $crate::conformance!(dyn_cq_msg, Dy<DynCqMsg>, [$($tests)*]);
+        $crate::conformance!(dyn_cq_data, Dy<DynCqData>, [$($tests)*]);
     };
 }
