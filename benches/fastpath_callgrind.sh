@@ -1,19 +1,44 @@
 #!/usr/bin/env bash
-# Instructions per message of the static fast path (tinject + trecv + CQ read on the
-# default loopback stack), counted by callgrind: deterministic, unlike timings.
-# It runs the example with two message counts and divides the difference, so set-up
-# cost cancels out. `fastpath_callgrind.sh array` measures `tinject_array` instead of
-# `tinject` (the compile-time-proven length skips the run-time inject-size test).
+# Instructions per message of the fast path (tinject + trecv + CQ read on the loopback
+# provider), counted by callgrind: deterministic, unlike timings.
+# It runs examples/fastpath.rs with two message counts and divides the difference, so
+# set-up cost cancels out.
+#
+#   fastpath_callgrind.sh [slice|array|dynamic|compare] [domain|safe]
+#
+#   slice    the static default stack (Stack<Loopback>), tinject of a slice (default)
+#   array    tinject_array (the compile-time-proven length skips the run-time
+#            inject-size test)
+#   dynamic  the same loop through fabric::dynamic (Registry<(Loopback,)> + Dyn*
+#            objects, same threading / manual progress / tagged CQ / Table AV)
+#   compare  slice and dynamic, then dynamic / static
+#   domain|safe  FI_THREAD_DOMAIN (default) or FI_THREAD_SAFE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --example fastpath >/dev/null
 bin=target/release/examples/fastpath
 mode=${1:-slice}
+threading=${2:-domain}
+lo=10000; hi=110000
 count() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$mode" 2>&1 |
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" "$threading" 2>&1 |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-lo=10000; hi=110000
-a=$(count $lo); b=$(count $hi)
-echo "$mode: instructions: $lo msgs = $a, $hi msgs = $b"
-echo "instructions per message: $(( (b - a) / (hi - lo) ))"
+# Prints "<mode>/<threading>: ..." and sets $per to the instructions per message.
+measure() {
+    local a b
+    a=$(count $lo "$1"); b=$(count $hi "$1")
+    per=$(( (b - a) / (hi - lo) ))
+    echo "$1/$threading: instructions: $lo msgs = $a, $hi msgs = $b"
+    echo "$1/$threading: instructions per message: $per"
+}
+case $mode in
+slice | array | dynamic) measure "$mode" ;;
+compare)
+    measure slice; s=$per
+    measure dynamic; d=$per
+    awk -v s="$s" -v d="$d" -v t="$threading" \
+        'BEGIN { printf "%s: static %d, dynamic %d instructions/message; dynamic/static = %.2f\n", t, s, d, d / s }'
+    ;;
+*) echo "usage: $0 [slice|array|dynamic|compare] [domain|safe]" >&2; exit 2 ;;
+esac

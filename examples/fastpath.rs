@@ -1,25 +1,53 @@
-//! A fixed number of `tinject` + receiver CQ reads on the default loopback stack, for
-//! counting instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
+//! A fixed number of `tinject` + receiver CQ reads on the loopback provider, for counting
+//! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [array]` (default 100000). One message = `trecv` repost +
-//! `tinject` of 8 bytes + one `cq.read` that progresses, matches and returns the entry.
-//! With `array` the send is `tinject_array` (length proven at compile time, no run-time
-//! length test) instead of `tinject` of a slice.
+//! Usage: `fastpath [messages] [slice|array|dynamic] [domain|safe]` (default 100000,
+//! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
+//! `cq.read` that progresses, matches and returns the entry.
+//!
+//! * `slice`: the static stack (`Stack<Loopback>`: ThreadDomain, Manual, CqTagged,
+//!   Table), `tinject` of a slice.
+//! * `array`: the same with `tinject_array` (length proven at compile time, no run-time
+//!   length test).
+//! * `dynamic`: the same loop through run-time dispatch: `Registry<(Loopback,)>` getinfo
+//!   and fabric, `Dyn*` objects with the same choices (threading, manual progress, tagged
+//!   CQ read into `CqTaggedEntry`s, Table AV).
+//!
+//! `safe` uses `FI_THREAD_SAFE` instead (`Stack<Loopback, ThreadSafe, Manual>` / the
+//! dynamic layer's thread-safe stack); `array` has no dynamic counterpart.
 
+use fabric::dynamic::prelude::*;
+use fabric::dynamic::{Choice, DynCq, DynEndpoint};
 use fabric::prelude::*;
+use fabric::Config;
 use fabric_loopback::Loopback;
 
-type Net = Stack<Loopback>;
+fn hints(threading: ThreadingLevel) -> Hints {
+    Hints::new()
+        .caps(Caps::TAGGED)
+        .ep_type(EpType::Rdm)
+        .threading(threading)
+}
 
-fn main() -> Result<()> {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(100_000);
-    let array = std::env::args().nth(2).is_some_and(|a| a == "array");
-    let info =
-        getinfo::<Net>(Some(&Hints::new().caps(Caps::TAGGED).ep_type(EpType::Rdm)))?.remove(0);
-    let fabric = Fabric::<Net>::open(&info)?;
+/// Checks the sum of the received payloads: message `i` carries `i`, so it is
+/// `0 + 1 + .. + (n - 1)` when every message arrived intact.
+fn finish(n: u64, sum: u64) -> Result<()> {
+    if sum != n * n.saturating_sub(1) / 2 {
+        eprintln!("checksum mismatch: {sum}");
+        return Err(Error::Other);
+    }
+    println!("{n} messages, checksum ok");
+    Ok(())
+}
+
+fn run_static<S>(n: u64, array: bool, threading: ThreadingLevel) -> Result<()>
+where
+    S: Config,
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+    fabric::typenum::Const<8>: InjectFits<S::Provider>,
+{
+    let info = getinfo::<S>(Some(&hints(threading)))?.remove(0);
+    let fabric = Fabric::<S>::open(&info)?;
     let domain = fabric.domain(&info)?;
     let cq = domain.cq(&CqAttr::DEFAULT)?;
     let av = domain.av(&AvAttr::DEFAULT)?;
@@ -48,7 +76,75 @@ fn main() -> Result<()> {
         }
         sum = sum.wrapping_add(u64::from_le_bytes(buf));
     }
-    assert_eq!(sum, n * n.saturating_sub(1) / 2);
-    println!("{n} messages, checksum ok");
-    Ok(())
+    finish(n, sum)
+}
+
+fn run_dynamic(n: u64, threading: ThreadingLevel) -> Result<()> {
+    type Net = Registry<(Loopback,)>;
+    let info = Net::getinfo(Some(&hints(threading)))?.remove(0);
+    let fabric = Net::fabric(&info)?;
+    let want = Choice {
+        provider: "loopback",
+        threading,
+        progress: ProgressMode::Manual,
+        av_type: AvKind::Table,
+    };
+    if fabric.choice() != want {
+        eprintln!("unexpected stack {:?}", fabric.choice());
+        return Err(Error::Other);
+    }
+    let domain = fabric.domain(&info)?;
+    let cq: DynCq = domain.cq(&CqAttr {
+        format: CqFormatKind::Tagged,
+        ..CqAttr::DEFAULT
+    })?;
+    let av = domain.av(&AvAttr::DEFAULT)?;
+    let ep: DynEndpoint = domain.endpoint(&info)?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+    ep.bind_av(&av)?;
+    ep.enable()?;
+    let me = av.insert(&ep.name())?;
+    let mut buf = [0u8; 8];
+    let mut entries = [CqTaggedEntry::default(); 4];
+    let mut sum = 0u64;
+    for i in 0..n {
+        // SAFETY: `buf` lives across the loop and is read only after the completion.
+        unsafe { ep.trecv(&mut buf, FiAddr::UNSPEC, 42, 0, Context(1))? };
+        ep.tinject(&i.to_le_bytes(), me, 42)?;
+        loop {
+            match cq.read(&mut entries[..]) {
+                Ok(_) => break,
+                Err(Error::Again) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        sum = sum.wrapping_add(u64::from_le_bytes(buf));
+    }
+    finish(n, sum)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let mode = args.get(2).map_or("slice", String::as_str);
+    let threading = match args.get(3).map_or("domain", String::as_str) {
+        "domain" => ThreadingLevel::Domain,
+        "safe" => ThreadingLevel::Safe,
+        other => {
+            eprintln!("unknown threading {other:?}: domain or safe");
+            return Err(Error::Inval);
+        }
+    };
+    let safe = threading == ThreadingLevel::Safe;
+    match (mode, safe) {
+        ("slice" | "array", false) => run_static::<Stack<Loopback>>(n, mode == "array", threading),
+        ("slice" | "array", true) => {
+            run_static::<Stack<Loopback, ThreadSafe, Manual>>(n, mode == "array", threading)
+        }
+        ("dynamic", _) => run_dynamic(n, threading),
+        _ => {
+            eprintln!("unknown mode {mode:?}: slice, array or dynamic");
+            Err(Error::Inval)
+        }
+    }
 }
