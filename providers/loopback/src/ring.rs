@@ -70,6 +70,8 @@ pub(crate) struct Producer {
     ring: Arc<Shared>,
     tail: usize,
     head_cache: usize,
+    /// Oldest consumed slot whose buffer may still be taken (see `scavenge`).
+    scav: usize,
 }
 
 /// The receiving end of a channel.
@@ -107,6 +109,7 @@ pub(crate) fn channel(cap: usize, src: [u8; NAME_LEN]) -> (Producer, Consumer) {
             ring: ring.clone(),
             tail: 0,
             head_cache: 0,
+            scav: 0,
         },
         Consumer {
             ring,
@@ -141,6 +144,20 @@ impl Producer {
         let slot = unsafe { &mut *cell.get() };
         slot.hdr = *hdr;
         slot.payload.clear();
+        let len = match payload {
+            [one] => one.len(),
+            many => many.iter().map(|p| p.len()).sum(),
+        };
+        if slot.payload.capacity() < len {
+            scavenge(
+                r,
+                self.tail,
+                &mut self.head_cache,
+                &mut self.scav,
+                &mut slot.payload,
+                len,
+            );
+        }
         for p in payload {
             slot.payload.extend_from_slice(p);
         }
@@ -172,6 +189,42 @@ impl Producer {
         });
         let held = self.ring.spilled.load(Ordering::Relaxed) - (q.len() - 1);
         self.ring.spilled.store(q.len() + held, Ordering::Release);
+    }
+}
+
+/// Gives `buf` (the empty buffer of the slot at `tail`) the buffer of a consumed
+/// slot, oldest first, so buffers travel with the producer around the ring: a
+/// channel needs as many buffers as packets in flight, not one per slot, and a
+/// steady stream allocates nothing even on its first trip around the ring.
+#[cold]
+fn scavenge(
+    r: &Shared,
+    tail: usize,
+    head_cache: &mut usize,
+    scav: &mut usize,
+    buf: &mut Vec<u8>,
+    len: usize,
+) {
+    let cap = r.slots.len();
+    *head_cache = r.head.0.load(Ordering::Acquire);
+    // Slots in (tail - cap, head) are consumed and not yet rewritten; the slot at
+    // tail - cap is the one being written (`buf`).
+    if tail.wrapping_sub(*scav) >= cap {
+        *scav = tail.wrapping_sub(cap).wrapping_add(1);
+    }
+    while *scav != *head_cache && head_cache.wrapping_sub(*scav) <= cap {
+        let cell = &r.slots[*scav & (cap - 1)];
+        *scav = scav.wrapping_add(1);
+        // SAFETY: the slot is in (tail - cap, head): the consumer released it
+        // (Release store of `head`, read above with Acquire) and the producer
+        // rewrites it only at index + cap > tail, so nobody else touches it; it is
+        // not the slot `buf` belongs to (that one is at tail - cap).
+        let other = unsafe { &mut *cell.get() };
+        std::mem::swap(buf, &mut other.payload);
+        buf.clear();
+        if buf.capacity() >= len {
+            return;
+        }
     }
 }
 
@@ -392,6 +445,30 @@ mod tests {
         assert_eq!(n, 1);
         // SAFETY: the consumer released the slot and no producer runs concurrently.
         assert_eq!(unsafe { &*c.ring.slots[0].get() }.payload.capacity(), 0);
+    }
+
+    /// A stream with a few packets in flight keeps reusing the same buffers, even on
+    /// its first trip around the ring.
+    #[test]
+    fn buffers_travel_with_the_producer() {
+        let (mut p, mut c) = channel(64, [7; NAME_LEN]);
+        let mut out = vec![];
+        for round in 0..40u64 {
+            for k in 0..3 {
+                let i = round * 3 + k;
+                assert!(p.push(&hdr(i), &[&i.to_le_bytes()], 64));
+            }
+            collect(&mut c, &mut out);
+        }
+        // SAFETY: no push or drain runs while the slots are inspected.
+        let with_buf = c
+            .ring
+            .slots
+            .iter()
+            .filter(|s| unsafe { &*s.get() }.payload.capacity() > 0)
+            .count();
+        assert_eq!(with_buf, 3);
+        assert_eq!(out, (0..120).collect::<Vec<_>>());
     }
 
     /// Two threads, a small ring, requests with backpressure mixed with responses
