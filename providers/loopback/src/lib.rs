@@ -235,10 +235,10 @@ impl Transport for LoopbackEp {
 
     fn shutdown(&self) {
         {
-            let mut fresh = self.inbox.fresh();
+            // Under the lock new senders check `closed` with: no channel is added
+            // after this. Channels already there still deliver what they hold.
+            let _fresh = self.inbox.fresh();
             self.inbox.closed.store(true, Ordering::Release);
-            fresh.clear();
-            self.inbox.nfresh.store(0, Ordering::Release);
         }
         registry().remove(&self.inbox.id);
     }
@@ -255,6 +255,9 @@ fn adopt(inbox: &Inbox, rx: &mut LoopbackRx) {
 impl Drop for LoopbackEp {
     fn drop(&mut self) {
         self.shutdown();
+        // Peers' AVs may keep the inbox alive: release the rings nobody will read.
+        self.inbox.fresh().clear();
+        self.inbox.nfresh.store(0, Ordering::Release);
     }
 }
 
@@ -392,6 +395,163 @@ impl Provider for Loopback {
         match <[u8; NAME_LEN]>::try_from(name) {
             Ok(b) => format!("fi_loopback://{}", u64::from_le_bytes(b)),
             Err(_) => format!("fi_loopback://invalid({} bytes)", name.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    fn open() -> (LoopbackEp, LoopbackTx, LoopbackRx) {
+        let info = Loopback::candidates().remove(0);
+        let ep = Loopback::open(&info).unwrap();
+        let (tx, rx) = (ep.sender(), ep.receiver());
+        (ep, tx, rx)
+    }
+
+    fn req(tag: u64) -> Header {
+        Header {
+            op: Op::Tagged as u8,
+            tag,
+            ..Header::default()
+        }
+    }
+
+    fn resp(tag: u64) -> Header {
+        Header {
+            op: Op::Ack as u8,
+            tag,
+            ..Header::default()
+        }
+    }
+
+    /// Drains `ep`, returning `(source id, tag)` per packet.
+    fn drain(ep: &LoopbackEp, rx: &mut LoopbackRx) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        ep.poll(rx, |h, src, p| {
+            assert_eq!(p, &h.tag.to_le_bytes());
+            out.push((u64::from_le_bytes(src.try_into().unwrap()), h.tag));
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn request_backpressure_but_responses_always_accepted() {
+        let (a, mut atx, _arx) = open();
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        for i in 0..INBOX_DEPTH as u64 {
+            a.send(&mut atx, &to_b, &req(i), &[&i.to_le_bytes()])
+                .unwrap();
+        }
+        let x = u64::MAX.to_le_bytes();
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(u64::MAX), &[&x]),
+            Err(Error::Again)
+        );
+        // Responses fill the ring, then spill, and are never refused.
+        let extra = (CHANNEL_SLOTS + 10) as u64;
+        for i in INBOX_DEPTH as u64..INBOX_DEPTH as u64 + extra {
+            a.send(&mut atx, &to_b, &resp(i), &[&i.to_le_bytes()])
+                .unwrap();
+        }
+        // While responses are spilled a request would overtake them: refused.
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(u64::MAX), &[&x]),
+            Err(Error::Again)
+        );
+        let got = drain(&b, &mut brx);
+        let a_id = u64::from_le_bytes(a.name().try_into().unwrap());
+        let want: Vec<_> = (0..INBOX_DEPTH as u64 + extra).map(|i| (a_id, i)).collect();
+        assert_eq!(got, want);
+        // Drained: requests flow again.
+        a.send(&mut atx, &to_b, &req(7), &[&7u64.to_le_bytes()])
+            .unwrap();
+        assert_eq!(drain(&b, &mut brx), [(a_id, 7)]);
+    }
+
+    #[test]
+    fn host_unreach_after_shutdown_and_channel_forgotten() {
+        let (a, mut atx, _arx) = open();
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        a.send(&mut atx, &to_b, &req(1), &[&1u64.to_le_bytes()])
+            .unwrap();
+        assert_eq!(atx.chans.len(), 1);
+        b.shutdown();
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(2), &[&2u64.to_le_bytes()]),
+            Err(Error::HostUnreach)
+        );
+        assert!(atx.chans.is_empty());
+        // What arrived before the shutdown is still delivered.
+        assert_eq!(drain(&b, &mut brx).len(), 1);
+        assert_eq!(Loopback::resolve(b.name()).err(), Some(Error::AddrNotAvail));
+        // A sender that never talked to it gets the same answer.
+        let (c, mut ctx, _crx) = open();
+        assert_eq!(
+            c.send(&mut ctx, &to_b, &req(3), &[&3u64.to_le_bytes()]),
+            Err(Error::HostUnreach)
+        );
+    }
+
+    #[test]
+    fn finished_channels_are_dropped_by_the_receiver() {
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        {
+            let (a, mut atx, _arx) = open();
+            a.send(&mut atx, &to_b, &req(1), &[&1u64.to_le_bytes()])
+                .unwrap();
+        }
+        assert_eq!(drain(&b, &mut brx).len(), 1);
+        assert!(brx.chans.is_empty());
+    }
+
+    /// Several sender threads (one endpoint each) and one receiver: every packet
+    /// arrives once, in order per sender, with backpressure along the way.
+    #[test]
+    fn per_sender_fifo_across_threads() {
+        const SENDERS: usize = 3;
+        const N: u64 = 20_000;
+        let (b, _btx, mut brx) = open();
+        let name = b.name().to_vec();
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|_| {
+                let name = name.clone();
+                thread::spawn(move || {
+                    let (a, mut atx, _arx) = open();
+                    let to = Loopback::resolve(&name).unwrap();
+                    let mut i = 0;
+                    while i < N {
+                        match a.send(&mut atx, &to, &req(i), &[&i.to_le_bytes()]) {
+                            Ok(()) => i += 1,
+                            Err(Error::Again) => thread::yield_now(),
+                            Err(e) => panic!("send: {e}"),
+                        }
+                    }
+                    // Keep the endpoint (its address) alive until everything is read.
+                    (u64::from_le_bytes(a.name().try_into().unwrap()), a)
+                })
+            })
+            .collect();
+        let mut next: HashMap<u64, u64> = HashMap::new();
+        let mut total = 0;
+        while total < SENDERS as u64 * N {
+            for (src, tag) in drain(&b, &mut brx) {
+                let e = next.entry(src).or_default();
+                assert_eq!(tag, *e);
+                *e += 1;
+                total += 1;
+            }
+            thread::yield_now();
+        }
+        for s in senders {
+            let (id, _ep) = s.join().unwrap();
+            assert_eq!(next[&id], N);
         }
     }
 }
