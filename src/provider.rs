@@ -51,19 +51,48 @@ pub trait Provider: Sized + Send + Sync + 'static {
 
 /// Moves packets between endpoints. Always thread-safe: peers in other threads (or
 /// processes) send into it while its owner polls.
+///
+/// The state that only one thread may touch at a time (a sender's per-peer queues,
+/// a receiver's view of its incoming queues) is not kept inside the transport: the
+/// transport hands it out once ([`sender`](Self::sender), [`receiver`](Self::receiver))
+/// and the core keeps each behind the lock family of the stack, passing `&mut` to
+/// [`send`](Self::send) and [`poll`](Self::poll). Under `ThreadDomain` that lock is an
+/// unsynchronized cell, so a provider can run single-producer/single-consumer queues
+/// without a locked instruction; under the locked families the core's mutex
+/// serializes callers.
 pub trait Transport: Send + Sync + 'static {
     /// The resolved peer type of the provider.
     type Peer;
+    /// Sending state of one endpoint (e.g. a queue per peer). The core calls
+    /// [`sender`](Self::sender) once per endpoint and serializes every `send` on it.
+    type Sender: Send + 'static;
+    /// Receiving state of one endpoint. The core calls [`receiver`](Self::receiver)
+    /// once per endpoint and serializes every `poll` on it, so packets are handled in
+    /// order even when several threads progress the endpoint.
+    type Receiver: Send + 'static;
     /// This endpoint's raw address (`fi_getname`).
     fn name(&self) -> &[u8];
+    /// A fresh sending state for this endpoint.
+    fn sender(&self) -> Self::Sender;
+    /// A fresh receiving state for this endpoint.
+    fn receiver(&self) -> Self::Receiver;
     /// Sends one packet made of `hdr` and the concatenation of `payload`.
-    /// `Err(Again)` when the peer cannot take it now (backpressure), `Err(HostUnreach)`
-    /// when the peer is gone.
-    fn send(&self, to: &Self::Peer, hdr: &Header, payload: &[&[u8]]) -> Result<()>;
-    /// Hands received packets to `f` oldest first as `(header, source address, payload)`.
-    /// When `f` returns `false` the packet was not consumed: it stays first and polling
-    /// stops. Returns the number of packets consumed.
-    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, f: F) -> usize;
+    /// `Err(Again)` when the peer cannot take a request now (backpressure),
+    /// `Err(HostUnreach)` when the peer is gone. Responses (`Ack`, `ReadResp`,
+    /// `AtomicResp`) are never refused with `Again`: they are bounded by the
+    /// initiator's transmit queue, and refusing one would lose a completion.
+    fn send(
+        &self,
+        tx: &mut Self::Sender,
+        to: &Self::Peer,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> Result<()>;
+    /// Hands received packets to `f` as `(header, source address, payload)`, oldest
+    /// first per sender. When `f` returns `false` the packet was not consumed: it
+    /// stays first and polling stops. Returns the number of packets consumed.
+    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, rx: &mut Self::Receiver, f: F)
+        -> usize;
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.

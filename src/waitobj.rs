@@ -2,20 +2,42 @@
 //! (`FI_WAIT_*`, see `man 3 fi_cq`, `man 3 fi_poll`).
 //!
 //! A [`Waiter`] is shared (through `Arc`) by the objects that signal it and the
-//! threads that wait on it. The protocol is an event count, which has no lost
-//! wakeups:
+//! threads that wait on it. The protocol is an event count:
 //!
-//! 1. `let t = waiter.prepare();` (snapshot of the signal sequence number)
+//! 1. `let t = waiter.prepare();` (registers the thread as interested and snapshots
+//!    the signal sequence number; the registration lasts as long as the token);
 //! 2. re-check the condition (e.g. try to read the CQ); return if satisfied;
 //! 3. `waiter.wait(t, timeout)` returns at once if [`signal`](Waiter::signal) was
 //!    called after step 1, otherwise blocks until it is.
 //!
-//! [`signal`](Waiter::signal) runs once per completion, so with nobody waiting it
-//! costs one atomic read-modify-write (plus, for `FI_WAIT_FD`, one load while the
-//! fd is already signaled). The state word packs the sequence number (high 32 bits)
-//! with the number of threads blocked on the condition variable (low 32 bits), so
-//! that single `fetch_add` both publishes the signal and tells whether anyone needs
-//! a `notify`.
+//! [`signal`](Waiter::signal) runs once per completion and once per packet a transport
+//! delivers, usually with nobody waiting. It then costs one plain load: it reads the
+//! number of live [`WaitToken`]s and, when that is zero, neither bumps the sequence
+//! (nobody holds a snapshot to compare it with) nor notifies; for `FI_WAIT_FD` it
+//! also loads the fd's "already signaled" flag and writes the eventfd only if it is
+//! clear. With a registered token it costs one atomic `fetch_add`: the state word
+//! packs the sequence number (high 32 bits) with the number of threads blocked on the
+//! condition variable (low 32 bits), so that single RMW both publishes the signal and
+//! tells whether anyone needs a `notify`.
+//!
+//! # The one window where a wakeup can be late
+//!
+//! Skipping the RMW makes the signal side a store (the signaler's condition, e.g. a
+//! ring index) followed by a load (the token count), and the wait side an RMW (the
+//! registration in `prepare`) followed by a load (the condition). Without a
+//! StoreLoad barrier on the signal side the hardware may let the signaler's load
+//! complete before its store is visible (x86 store buffering), so a waiter can
+//! register, miss the condition, and the signaler can miss the registration: the
+//! store-buffer window, tens of nanoseconds wide. No barrier on the wait side can
+//! close it (the waiter's condition check has already happened), and a barrier on
+//! the signal side is exactly the locked instruction this design removes. The
+//! consequence is bounded: the waiter sleeps until the next signal or the end of its
+//! timeout, and every blocking wait in the core (`sread`, `fi_cntr_wait`, `fi_wait`,
+//! the progress thread) sleeps in slices of at most 5 ms and re-checks. Signalers that
+//! publish their condition with a `SeqCst` write or RMW (a locked instruction on x86)
+//! are exact: the C++ memory model's single total order over `SeqCst` operations then
+//! orders either the registration before the signaler's load or the condition before
+//! the waiter's check.
 //!
 //! Kinds:
 //! - `FI_WAIT_MUTEX_COND` (and `FI_WAIT_UNSPEC`, which resolves to it): `Mutex` + `Condvar`.
@@ -32,7 +54,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -49,13 +71,48 @@ const fn seq_of(state: u64) -> u32 {
     (state >> 32) as u32
 }
 
-/// A snapshot of a [`Waiter`]'s signal sequence, taken by [`Waiter::prepare`].
+/// A snapshot of a [`Waiter`]'s signal sequence, taken by [`Waiter::prepare`], and a
+/// registration: while any token of a waiter lives, its signals bump the sequence
+/// (one atomic RMW each); with none alive they are a plain load. Dropping the token
+/// (or passing it to [`Waiter::wait`]) ends the registration. `clone` registers again
+/// with the same snapshot.
 ///
-/// It only means something to the waiter that produced it. The sequence wraps
-/// after 2^32 signals; a wait is only confused if exactly a multiple of 2^32
-/// signals happen between `prepare` and the start of `wait`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitToken(u32);
+/// The sequence wraps after 2^32 signals; a wait is only confused if exactly a
+/// multiple of 2^32 signals happen between `prepare` and the start of `wait`.
+#[derive(Debug)]
+pub struct WaitToken<'a> {
+    waiter: &'a Waiter,
+    seq: u32,
+}
+
+impl WaitToken<'_> {
+    /// The sequence number snapshot.
+    #[inline]
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+}
+
+impl Clone for WaitToken<'_> {
+    fn clone(&self) -> Self {
+        self.waiter.armed.fetch_add(1, SeqCst);
+        WaitToken {
+            waiter: self.waiter,
+            seq: self.seq,
+        }
+    }
+}
+
+impl Drop for WaitToken<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.waiter.armed.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The sequence number inside a wait (the token's registration has ended).
+#[derive(Clone, Copy)]
+struct Snapshot(u32);
 
 /// `Mutex` + `Condvar` pair; the mutex guards nothing but the check-then-sleep window.
 struct Cond {
@@ -197,6 +254,8 @@ pub struct Waiter {
     kind: WaitObj,
     /// Sequence number (high 32 bits) | condition-variable waiters (low 32 bits).
     state: AtomicU64,
+    /// Live [`WaitToken`]s: while zero, `signal` skips its RMW.
+    armed: AtomicUsize,
     /// For `MutexCond`, and `Fd` waiters other than the poller.
     cond: Option<Cond>,
     /// For `Fd`.
@@ -210,6 +269,7 @@ impl fmt::Debug for Waiter {
             .field("kind", &self.kind)
             .field("seq", &seq_of(state))
             .field("cond_waiters", &(state & WAITERS_MASK))
+            .field("tokens", &self.armed.load(SeqCst))
             .field("fd", &self.fd())
             .finish()
     }
@@ -233,6 +293,7 @@ impl Waiter {
         Ok(Waiter {
             kind,
             state: AtomicU64::new(0),
+            armed: AtomicUsize::new(0),
             cond,
             fd,
         })
@@ -250,10 +311,17 @@ impl Waiter {
     }
 
     /// Takes a token before re-checking the wait condition; pass it to
-    /// [`wait`](Self::wait).
+    /// [`wait`](Self::wait). The token registers the caller until it is dropped.
     #[inline]
-    pub fn prepare(&self) -> WaitToken {
-        WaitToken(self.seq())
+    pub fn prepare(&self) -> WaitToken<'_> {
+        // Register before the snapshot (both SeqCst): a signal that misses the
+        // registration is then ordered before the snapshot and the caller's check,
+        // up to the store-buffer window described in the module docs.
+        self.armed.fetch_add(1, SeqCst);
+        WaitToken {
+            waiter: self,
+            seq: self.seq(),
+        }
     }
 
     /// Blocks until [`signal`](Self::signal) has been called after the
@@ -264,8 +332,15 @@ impl Waiter {
     /// `Err(Error::Again)` on timeout (as `sread` returns `-FI_EAGAIN`),
     /// `Err(Error::NoSys)` for `FI_WAIT_NONE`. Interrupted system calls are retried.
     /// Spurious `Ok` returns are possible (e.g. a signal for another condition), so
-    /// callers loop: prepare, check, wait.
-    pub fn wait(&self, token: WaitToken, timeout: Option<Duration>) -> Result<()> {
+    /// callers loop: prepare, check, wait. A token of another waiter is
+    /// `Err(Error::Inval)`.
+    pub fn wait(&self, token: WaitToken<'_>, timeout: Option<Duration>) -> Result<()> {
+        if !std::ptr::eq(token.waiter, self) {
+            return Err(Error::Inval);
+        }
+        // The registration stays for the whole wait: signals must keep bumping the
+        // sequence while this thread sleeps.
+        let (token, _registered) = (Snapshot(token.seq), token);
         // A timeout too large to represent is as good as forever.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         match (&self.kind, &self.fd, &self.cond) {
@@ -281,7 +356,7 @@ impl Waiter {
         }
     }
 
-    fn wait_yield(&self, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+    fn wait_yield(&self, token: Snapshot, deadline: Option<Instant>) -> Result<()> {
         loop {
             if self.seq() != token.0 {
                 return Ok(());
@@ -294,7 +369,7 @@ impl Waiter {
         }
     }
 
-    fn wait_cond(&self, cond: &Cond, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+    fn wait_cond(&self, cond: &Cond, token: Snapshot, deadline: Option<Instant>) -> Result<()> {
         // Register before the check: a signal ordered after this RMW sees the count
         // and notifies; one ordered before it is visible in `prev`.
         let prev = self.state.fetch_add(1, SeqCst);
@@ -323,7 +398,7 @@ impl Waiter {
         }
     }
 
-    fn wait_poll(&self, fd: &FdSignal, token: WaitToken, deadline: Option<Instant>) -> Result<()> {
+    fn wait_poll(&self, fd: &FdSignal, token: Snapshot, deadline: Option<Instant>) -> Result<()> {
         loop {
             if self.seq() != token.0 {
                 return Ok(());
@@ -350,14 +425,27 @@ impl Waiter {
 
     /// Wakes all threads waiting with tokens taken before this call.
     ///
-    /// Cheap when nobody waits: one atomic `fetch_add`, plus for `FI_WAIT_FD` an
-    /// `eventfd` write only if the fd is not already signaled. A no-op for
-    /// `FI_WAIT_NONE`.
+    /// With no live token it is one load (no atomic RMW), plus for `FI_WAIT_FD` one
+    /// load of the fd flag and an `eventfd` write only if the fd is not already
+    /// signaled; with tokens alive, one atomic `fetch_add`. See the module docs for
+    /// the store-buffer window. A no-op for `FI_WAIT_NONE`.
     #[inline]
     pub fn signal(&self) {
         if self.kind == WaitObj::None {
             return;
         }
+        // A SeqCst load is a plain `mov` on x86 (the stores carry the fence).
+        if self.armed.load(SeqCst) == 0 {
+            if let Some(fd) = &self.fd {
+                fd.raise();
+            }
+            return;
+        }
+        self.signal_registered();
+    }
+
+    #[inline(never)]
+    fn signal_registered(&self) {
         let prev = self.state.fetch_add(SEQ_ONE, SeqCst);
         if let Some(fd) = &self.fd {
             fd.raise();
@@ -456,7 +544,7 @@ mod tests {
         let w = Waiter::new(WaitObj::None).unwrap();
         let t = w.prepare();
         w.signal();
-        assert_eq!(w.wait(t, None), Err(Error::NoSys));
+        assert_eq!(w.wait(t.clone(), None), Err(Error::NoSys));
         assert_eq!(w.wait(t, Some(Duration::ZERO)), Err(Error::NoSys));
     }
 
@@ -466,7 +554,7 @@ mod tests {
             let w = Waiter::new(k).unwrap();
             let t = w.prepare();
             w.signal();
-            assert_eq!(w.wait(t, Some(Duration::ZERO)), Ok(()), "{k:?}");
+            assert_eq!(w.wait(t.clone(), Some(Duration::ZERO)), Ok(()), "{k:?}");
             // Would hang if the signal were lost.
             assert_eq!(w.wait(t, None), Ok(()), "{k:?}");
         }
@@ -477,7 +565,11 @@ mod tests {
         for k in KINDS {
             let w = Waiter::new(k).unwrap();
             let t = w.prepare();
-            assert_eq!(w.wait(t, Some(Duration::ZERO)), Err(Error::Again), "{k:?}");
+            assert_eq!(
+                w.wait(t.clone(), Some(Duration::ZERO)),
+                Err(Error::Again),
+                "{k:?}"
+            );
             assert_eq!(
                 w.wait(t, Some(Duration::from_millis(20))),
                 Err(Error::Again),
@@ -623,11 +715,12 @@ mod tests {
         let w = Arc::new(Waiter::new(WaitObj::Fd).unwrap());
         let fd = w.fd().unwrap();
         let t = w.prepare();
-        let w2 = w.clone();
-        let h = thread::spawn(move || w2.wait(t, Some(LONG)));
-        thread::sleep(Duration::from_millis(20));
-        w.signal();
-        assert_eq!(h.join().unwrap(), Ok(()));
+        thread::scope(|s| {
+            let h = s.spawn(|| w.wait(t, Some(LONG)));
+            thread::sleep(Duration::from_millis(20));
+            w.signal();
+            assert_eq!(h.join().unwrap(), Ok(()));
+        });
         // The poller consumed the readiness: the fd does not stay readable.
         assert!(!readable(fd));
         // A stale readiness does not make a later wait spin or succeed falsely.
@@ -645,13 +738,53 @@ mod tests {
         for _ in 0..50 {
             let w = Arc::new(Waiter::new(WaitObj::Fd).unwrap());
             let t = w.prepare();
-            let w2 = w.clone();
-            let h = thread::spawn(move || w2.wait(t, Some(LONG)));
-            thread::yield_now();
-            w.signal();
-            w.clear();
-            assert_eq!(h.join().unwrap(), Ok(()));
+            thread::scope(|s| {
+                let h = s.spawn(|| w.wait(t, Some(LONG)));
+                thread::yield_now();
+                w.signal();
+                w.clear();
+                assert_eq!(h.join().unwrap(), Ok(()));
+            });
         }
+    }
+
+    /// With no live token a signal only loads: the sequence stays, and a token taken
+    /// afterwards is not satisfied by it. A live token (also one held by a clone)
+    /// makes signals count.
+    #[test]
+    fn signals_count_only_while_a_token_lives() {
+        for k in KINDS {
+            let w = Waiter::new(k).unwrap();
+            let seq0 = w.prepare().seq();
+            w.signal();
+            assert_eq!(w.armed.load(SeqCst), 0, "{k:?}");
+            assert_eq!(w.prepare().seq(), seq0, "{k:?}");
+            let t = w.prepare();
+            let t2 = t.clone();
+            drop(t);
+            assert_eq!(w.armed.load(SeqCst), 1, "{k:?}");
+            w.signal();
+            assert_eq!(w.wait(t2, Some(Duration::ZERO)), Ok(()), "{k:?}");
+            assert_eq!(w.armed.load(SeqCst), 0, "{k:?}");
+            assert_ne!(w.prepare().seq(), seq0, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn foreign_token_rejected() {
+        let a = Waiter::new(WaitObj::MutexCond).unwrap();
+        let b = Waiter::new(WaitObj::MutexCond).unwrap();
+        assert_eq!(a.wait(b.prepare(), Some(Duration::ZERO)), Err(Error::Inval));
+        assert_eq!(b.armed.load(SeqCst), 0);
+    }
+
+    /// The FD kind still raises the fd with no token alive (an application's epoll
+    /// holds no token).
+    #[test]
+    fn fd_raised_without_tokens() {
+        let w = Waiter::new(WaitObj::Fd).unwrap();
+        w.signal();
+        assert!(readable(w.fd().unwrap()));
     }
 
     #[test]
@@ -666,9 +799,8 @@ mod tests {
             for _ in 0..1_000_000 {
                 w.signal();
             }
-            if k != WaitObj::None {
-                assert_ne!(w.prepare(), WaitToken(0));
-            }
+            // Nobody held a token: no signal needed to count.
+            assert_eq!(w.prepare().seq(), 0);
         }
     }
 }

@@ -41,11 +41,19 @@ pub(crate) use owned::{OwnedTx, RxReq, TxReq};
 use state::{RxCtx, TxCtx};
 
 pub(crate) type TransportOf<S> = <<S as Config>::Provider as Provider>::Transport;
+type SenderOf<S> = <TransportOf<S> as Transport>::Sender;
+type ReceiverOf<S> = <TransportOf<S> as Transport>::Receiver;
 
 /// The shared core of an endpoint: its transport and its contexts.
 pub(crate) struct EpInner<S: Config> {
     pub(crate) domain: Arc<DomainInner<S>>,
     pub(crate) transport: TransportOf<S>,
+    /// The transport's sending state, serialized by the stack's lock family (no lock
+    /// under `ThreadDomain`). Requests (under a transmit context's state) and
+    /// responses (from progress) both send through it.
+    pub(crate) sender: LockOf<S, SenderOf<S>>,
+    /// The transport's receiving state: one drainer at a time.
+    receiver: LockOf<S, ReceiverOf<S>>,
     pub(crate) tx: Vec<Arc<TxCtx<S>>>,
     pub(crate) rx: Vec<Arc<RxCtx<S>>>,
     pub(crate) info: Info,
@@ -93,6 +101,8 @@ impl<S: Config> EpInner<S> {
         };
         let inner = Arc::new(EpInner {
             domain: domain.clone(),
+            sender: LockOf::<S, _>::new(transport.sender()),
+            receiver: LockOf::<S, _>::new(transport.receiver()),
             transport,
             tx,
             rx,
@@ -106,25 +116,27 @@ impl<S: Config> EpInner<S> {
     /// Drains the transport, dispatching every packet. Returns how many were handled.
     #[inline]
     pub(crate) fn progress(&self) -> usize {
-        self.transport
-            .poll(|hdr, src, payload| match Op::from_raw(hdr.op) {
-                Some(Op::Msg | Op::Tagged) => self.on_message(hdr, src, payload),
-                Some(Op::Write) => self.on_write(hdr, src, payload),
-                Some(Op::ReadReq) => {
-                    self.on_read(hdr, src);
-                    true
-                }
-                Some(Op::Atomic) => {
-                    self.on_atomic(hdr, src, payload);
-                    true
-                }
-                Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
-                    self.on_response(hdr, payload);
-                    true
-                }
-                // Garbage from a peer is dropped, never trusted.
-                None => true,
-            })
+        self.receiver.with(|rx| {
+            self.transport
+                .poll(rx, |hdr, src, payload| match Op::from_raw(hdr.op) {
+                    Some(Op::Msg | Op::Tagged) => self.on_message(hdr, src, payload),
+                    Some(Op::Write) => self.on_write(hdr, src, payload),
+                    Some(Op::ReadReq) => {
+                        self.on_read(hdr, src);
+                        true
+                    }
+                    Some(Op::Atomic) => {
+                        self.on_atomic(hdr, src, payload);
+                        true
+                    }
+                    Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
+                        self.on_response(hdr, payload);
+                        true
+                    }
+                    // Garbage from a peer is dropped, never trusted.
+                    None => true,
+                })
+        })
     }
 
     fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags, txs: &[usize], rxs: &[usize]) -> Result<()> {

@@ -208,7 +208,9 @@ impl<S: Config> EpInner<S> {
             ..Header::default()
         };
         // A peer that vanished cannot take its answer; nothing else is waiting for it.
-        let _ = self.transport.send(&peer, &hdr, payload);
+        let _ = self
+            .sender
+            .with(|tx| self.transport.send(tx, &peer, &hdr, payload));
     }
 }
 

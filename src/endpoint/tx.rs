@@ -136,7 +136,8 @@ impl<S: Config> EpInner<S> {
             None => Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, rx| {
                 hdr.rx_idx = rx as u16;
-                self.transport.send(peer, &hdr, &parts[..=n])
+                self.sender
+                    .with(|tx| self.transport.send(tx, peer, &hdr, &parts[..=n]))
             }),
         };
         if let Err(e) = res {

@@ -1,9 +1,23 @@
 //! `fabric-loopback`: the in-process provider, and the reference semantics the other
 //! providers are tested against.
 //!
-//! Every endpoint owns an inbox; a send copies the packet into the destination's inbox
-//! (any endpoint of the process, any thread), and the destination's progress drains it.
-//! Everything above the transport (matching, RMA, atomics, completions) is the core's.
+//! Every ordered pair (sending endpoint, receiving endpoint) has its own channel: a
+//! bounded single-producer/single-consumer ring (see `ring.rs`). The sender keeps the
+//! producer ends of its channels in its [`LoopbackTx`], the receiver the consumer
+//! ends in its [`LoopbackRx`]; the core holds both behind the stack's lock family, so
+//! under `ThreadDomain` a send is a few plain loads and stores and no locked
+//! instruction (the receiver, possibly in another thread, synchronizes through the
+//! ring's Acquire/Release indices). The first send to a new peer creates the channel
+//! and hands the consumer end to the peer's [`Inbox`] under a mutex, off the fast path;
+//! the peer's next poll adopts it. Everything above the transport (matching, RMA,
+//! atomics, completions) is the core's.
+//!
+//! Flow control: a channel takes at most [`INBOX_DEPTH`] requests, then the sender
+//! gets `FI_EAGAIN`. Responses (`Ack`, `ReadResp`, `AtomicResp`) are never refused:
+//! they may use the whole ring ([`CHANNEL_SLOTS`], twice the request depth) and, when
+//! even that is full, a locked spill queue behind it, which keeps them in order and
+//! makes further requests wait. Responses are bounded by the initiator's own transmit
+//! queues, so the spill queue stays short and is normally never used.
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -13,9 +27,11 @@
 //! ```
 #![deny(unsafe_code)]
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
+mod ring;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::attr::{
     AddrFormat, DomainAttr, EpAttr, EpType, FabricAttr, ResourceMgmt, RxAttr, TxAttr,
@@ -25,47 +41,40 @@ use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op};
 use fabric::{Error, Info, Provider, Result, Transport};
 
+use ring::{Consumer, Drained, Producer};
+
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;
 /// Largest `inject` payload.
 pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
 /// Largest message.
 pub const MAX_MSG_SIZE: usize = 64 << 20;
-/// Requests an inbox holds before senders see `FI_EAGAIN`.
-pub const INBOX_DEPTH: usize = 4096;
+/// Requests one sending endpoint may have queued at one receiving endpoint before it
+/// sees `FI_EAGAIN`.
+pub const INBOX_DEPTH: usize = 1024;
+/// Slots of one channel: requests use up to [`INBOX_DEPTH`], responses all of them.
+pub const CHANNEL_SLOTS: usize = 2 * INBOX_DEPTH;
 /// Bytes of a loopback address.
 pub const NAME_LEN: usize = 8;
 
 /// The loopback provider marker.
 pub enum Loopback {}
 
-struct Packet {
-    hdr: Header,
-    src: [u8; NAME_LEN],
-    payload: Vec<u8>,
-}
-
-#[derive(Default)]
-struct Queue {
-    packets: VecDeque<Packet>,
-    free: Vec<Vec<u8>>,
-    requests: usize,
-}
-
-/// An endpoint's inbox: the one shared structure of this provider.
+/// An endpoint's receiving side as its peers see it (the resolved peer).
 pub struct Inbox {
     id: u64,
-    q: Mutex<Queue>,
     waker: OnceLock<Arc<Waiter>>,
+    /// Set by `shutdown`; checked (one load) by every send.
     closed: AtomicBool,
-    /// Held by the one thread draining the inbox, so packets are handled in arrival
-    /// order even when several threads progress the same endpoint.
-    poller: Mutex<()>,
+    /// Consumer ends of channels opened by new senders, not yet adopted by a poll.
+    fresh: Mutex<Vec<Consumer>>,
+    /// `fresh.len()`, so a poll learns about new channels with one load.
+    nfresh: AtomicUsize,
 }
 
 impl Inbox {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    fn fresh(&self) -> MutexGuard<'_, Vec<Consumer>> {
+        self.fresh.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -89,37 +98,108 @@ pub struct LoopbackEp {
     name: [u8; NAME_LEN],
 }
 
+/// The producer ends of an endpoint's channels, one per peer it has sent to
+/// ([`Transport::Sender`]).
+pub struct LoopbackTx {
+    chans: Vec<(u64, Producer)>,
+    /// Peer id to index in `chans`, for endpoints talking to many peers.
+    index: HashMap<u64, usize>,
+    /// Index of the last peer sent to: the common case needs no map lookup.
+    last: usize,
+}
+
+/// The consumer ends of an endpoint's channels ([`Transport::Receiver`]).
+pub struct LoopbackRx {
+    chans: Vec<Consumer>,
+}
+
+impl LoopbackTx {
+    /// The channel to `to`, created and registered with `to` on first use.
+    #[inline]
+    fn channel(&mut self, me: [u8; NAME_LEN], to: &Inbox) -> Result<&mut Producer> {
+        if self.chans.get(self.last).is_some_and(|c| c.0 == to.id) {
+            return Ok(&mut self.chans[self.last].1);
+        }
+        self.channel_slow(me, to)
+    }
+
+    #[cold]
+    fn channel_slow(&mut self, me: [u8; NAME_LEN], to: &Inbox) -> Result<&mut Producer> {
+        let i = match self.index.get(&to.id) {
+            Some(&i) => i,
+            None => {
+                let (p, c) = ring::channel(CHANNEL_SLOTS, me);
+                {
+                    let mut fresh = to.fresh();
+                    // Checked under the lock `shutdown` takes: no channel is left
+                    // behind in a closed inbox.
+                    if to.closed.load(Ordering::Acquire) {
+                        return Err(Error::HostUnreach);
+                    }
+                    fresh.push(c);
+                    to.nfresh.store(fresh.len(), Ordering::Release);
+                }
+                self.chans.push((to.id, p));
+                self.index.insert(to.id, self.chans.len() - 1);
+                self.chans.len() - 1
+            }
+        };
+        self.last = i;
+        Ok(&mut self.chans[i].1)
+    }
+
+    /// Forgets the channel to a peer that shut down.
+    #[cold]
+    fn forget(&mut self, id: u64) {
+        if let Some(i) = self.index.remove(&id) {
+            self.chans.swap_remove(i);
+            if let Some(moved) = self.chans.get(i) {
+                self.index.insert(moved.0, i);
+            }
+        }
+    }
+}
+
 impl Transport for LoopbackEp {
     type Peer = Arc<Inbox>;
+    type Sender = LoopbackTx;
+    type Receiver = LoopbackRx;
 
     fn name(&self) -> &[u8] {
         &self.name
     }
 
+    fn sender(&self) -> LoopbackTx {
+        LoopbackTx {
+            chans: Vec::new(),
+            index: HashMap::new(),
+            last: 0,
+        }
+    }
+
+    fn receiver(&self) -> LoopbackRx {
+        LoopbackRx { chans: Vec::new() }
+    }
+
     #[inline]
-    fn send(&self, to: &Arc<Inbox>, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+    fn send(
+        &self,
+        tx: &mut LoopbackTx,
+        to: &Arc<Inbox>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> Result<()> {
         if to.closed.load(Ordering::Acquire) {
+            tx.forget(to.id);
             return Err(Error::HostUnreach);
         }
-        let req = is_request(hdr.op);
-        {
-            let mut q = to.lock();
-            // Responses bypass the depth limit: they are bounded by the initiator's own
-            // transmit queue, and refusing one would lose a completion.
-            if req && q.requests >= INBOX_DEPTH {
+        let ch = tx.channel(self.name, to)?;
+        if is_request(hdr.op) {
+            if !ch.push(hdr, payload, INBOX_DEPTH) {
                 return Err(Error::Again);
             }
-            let mut buf = q.free.pop().unwrap_or_default();
-            buf.clear();
-            for p in payload {
-                buf.extend_from_slice(p);
-            }
-            q.requests += req as usize;
-            q.packets.push_back(Packet {
-                hdr: *hdr,
-                src: self.name,
-                payload: buf,
-            });
+        } else {
+            ch.push_always(hdr, payload);
         }
         if let Some(w) = to.waker.get() {
             w.signal();
@@ -128,28 +208,23 @@ impl Transport for LoopbackEp {
     }
 
     #[inline]
-    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, mut f: F) -> usize {
-        // Another thread is draining: it will hand over every packet in order.
-        let _draining = match self.inbox.poller.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return 0,
-        };
+    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(
+        &self,
+        rx: &mut LoopbackRx,
+        mut f: F,
+    ) -> usize {
+        if self.inbox.nfresh.load(Ordering::Acquire) != 0 {
+            adopt(&self.inbox, rx);
+        }
         let mut n = 0;
-        loop {
-            // The lock is not held while the core handles a packet: handling may send to
-            // this same inbox (an endpoint talking to itself).
-            let Some(p) = self.inbox.lock().packets.pop_front() else {
-                break;
-            };
-            if !f(&p.hdr, &p.src, &p.payload) {
-                self.inbox.lock().packets.push_front(p);
-                break;
+        let mut i = 0;
+        while i < rx.chans.len() {
+            match rx.chans[i].drain(&mut f, &mut n) {
+                Drained::Empty => i += 1,
+                Drained::Refused => break,
+                // The sender is gone and everything it sent was handled.
+                Drained::Finished => drop(rx.chans.swap_remove(i)),
             }
-            n += 1;
-            let mut q = self.inbox.lock();
-            q.requests -= is_request(p.hdr.op) as usize;
-            q.free.push(p.payload);
         }
         n
     }
@@ -159,14 +234,30 @@ impl Transport for LoopbackEp {
     }
 
     fn shutdown(&self) {
-        self.inbox.closed.store(true, Ordering::Release);
+        {
+            // Under the lock new senders check `closed` with: no channel is added
+            // after this. Channels already there still deliver what they hold.
+            let _fresh = self.inbox.fresh();
+            self.inbox.closed.store(true, Ordering::Release);
+        }
         registry().remove(&self.inbox.id);
     }
+}
+
+/// Takes over the channels new senders opened.
+#[cold]
+fn adopt(inbox: &Inbox, rx: &mut LoopbackRx) {
+    let mut fresh = inbox.fresh();
+    rx.chans.append(&mut fresh);
+    inbox.nfresh.store(0, Ordering::Release);
 }
 
 impl Drop for LoopbackEp {
     fn drop(&mut self) {
         self.shutdown();
+        // Peers' AVs may keep the inbox alive: release the rings nobody will read.
+        self.inbox.fresh().clear();
+        self.inbox.nfresh.store(0, Ordering::Release);
     }
 }
 
@@ -272,10 +363,10 @@ impl Provider for Loopback {
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let inbox = Arc::new(Inbox {
             id,
-            q: Mutex::new(Queue::default()),
             waker: OnceLock::new(),
             closed: AtomicBool::new(false),
-            poller: Mutex::new(()),
+            fresh: Mutex::new(Vec::new()),
+            nfresh: AtomicUsize::new(0),
         });
         registry().insert(id, Arc::downgrade(&inbox));
         Ok(LoopbackEp {
@@ -304,6 +395,163 @@ impl Provider for Loopback {
         match <[u8; NAME_LEN]>::try_from(name) {
             Ok(b) => format!("fi_loopback://{}", u64::from_le_bytes(b)),
             Err(_) => format!("fi_loopback://invalid({} bytes)", name.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    fn open() -> (LoopbackEp, LoopbackTx, LoopbackRx) {
+        let info = Loopback::candidates().remove(0);
+        let ep = Loopback::open(&info).unwrap();
+        let (tx, rx) = (ep.sender(), ep.receiver());
+        (ep, tx, rx)
+    }
+
+    fn req(tag: u64) -> Header {
+        Header {
+            op: Op::Tagged as u8,
+            tag,
+            ..Header::default()
+        }
+    }
+
+    fn resp(tag: u64) -> Header {
+        Header {
+            op: Op::Ack as u8,
+            tag,
+            ..Header::default()
+        }
+    }
+
+    /// Drains `ep`, returning `(source id, tag)` per packet.
+    fn drain(ep: &LoopbackEp, rx: &mut LoopbackRx) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        ep.poll(rx, |h, src, p| {
+            assert_eq!(p, &h.tag.to_le_bytes());
+            out.push((u64::from_le_bytes(src.try_into().unwrap()), h.tag));
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn request_backpressure_but_responses_always_accepted() {
+        let (a, mut atx, _arx) = open();
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        for i in 0..INBOX_DEPTH as u64 {
+            a.send(&mut atx, &to_b, &req(i), &[&i.to_le_bytes()])
+                .unwrap();
+        }
+        let x = u64::MAX.to_le_bytes();
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(u64::MAX), &[&x]),
+            Err(Error::Again)
+        );
+        // Responses fill the ring, then spill, and are never refused.
+        let extra = (CHANNEL_SLOTS + 10) as u64;
+        for i in INBOX_DEPTH as u64..INBOX_DEPTH as u64 + extra {
+            a.send(&mut atx, &to_b, &resp(i), &[&i.to_le_bytes()])
+                .unwrap();
+        }
+        // While responses are spilled a request would overtake them: refused.
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(u64::MAX), &[&x]),
+            Err(Error::Again)
+        );
+        let got = drain(&b, &mut brx);
+        let a_id = u64::from_le_bytes(a.name().try_into().unwrap());
+        let want: Vec<_> = (0..INBOX_DEPTH as u64 + extra).map(|i| (a_id, i)).collect();
+        assert_eq!(got, want);
+        // Drained: requests flow again.
+        a.send(&mut atx, &to_b, &req(7), &[&7u64.to_le_bytes()])
+            .unwrap();
+        assert_eq!(drain(&b, &mut brx), [(a_id, 7)]);
+    }
+
+    #[test]
+    fn host_unreach_after_shutdown_and_channel_forgotten() {
+        let (a, mut atx, _arx) = open();
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        a.send(&mut atx, &to_b, &req(1), &[&1u64.to_le_bytes()])
+            .unwrap();
+        assert_eq!(atx.chans.len(), 1);
+        b.shutdown();
+        assert_eq!(
+            a.send(&mut atx, &to_b, &req(2), &[&2u64.to_le_bytes()]),
+            Err(Error::HostUnreach)
+        );
+        assert!(atx.chans.is_empty());
+        // What arrived before the shutdown is still delivered.
+        assert_eq!(drain(&b, &mut brx).len(), 1);
+        assert_eq!(Loopback::resolve(b.name()).err(), Some(Error::AddrNotAvail));
+        // A sender that never talked to it gets the same answer.
+        let (c, mut ctx, _crx) = open();
+        assert_eq!(
+            c.send(&mut ctx, &to_b, &req(3), &[&3u64.to_le_bytes()]),
+            Err(Error::HostUnreach)
+        );
+    }
+
+    #[test]
+    fn finished_channels_are_dropped_by_the_receiver() {
+        let (b, _btx, mut brx) = open();
+        let to_b = Loopback::resolve(b.name()).unwrap();
+        {
+            let (a, mut atx, _arx) = open();
+            a.send(&mut atx, &to_b, &req(1), &[&1u64.to_le_bytes()])
+                .unwrap();
+        }
+        assert_eq!(drain(&b, &mut brx).len(), 1);
+        assert!(brx.chans.is_empty());
+    }
+
+    /// Several sender threads (one endpoint each) and one receiver: every packet
+    /// arrives once, in order per sender, with backpressure along the way.
+    #[test]
+    fn per_sender_fifo_across_threads() {
+        const SENDERS: usize = 3;
+        const N: u64 = 20_000;
+        let (b, _btx, mut brx) = open();
+        let name = b.name().to_vec();
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|_| {
+                let name = name.clone();
+                thread::spawn(move || {
+                    let (a, mut atx, _arx) = open();
+                    let to = Loopback::resolve(&name).unwrap();
+                    let mut i = 0;
+                    while i < N {
+                        match a.send(&mut atx, &to, &req(i), &[&i.to_le_bytes()]) {
+                            Ok(()) => i += 1,
+                            Err(Error::Again) => thread::yield_now(),
+                            Err(e) => panic!("send: {e}"),
+                        }
+                    }
+                    // Keep the endpoint (its address) alive until everything is read.
+                    (u64::from_le_bytes(a.name().try_into().unwrap()), a)
+                })
+            })
+            .collect();
+        let mut next: HashMap<u64, u64> = HashMap::new();
+        let mut total = 0;
+        while total < SENDERS as u64 * N {
+            for (src, tag) in drain(&b, &mut brx) {
+                let e = next.entry(src).or_default();
+                assert_eq!(tag, *e);
+                *e += 1;
+                total += 1;
+            }
+            thread::yield_now();
+        }
+        for s in senders {
+            let (id, _ep) = s.join().unwrap();
+            assert_eq!(next[&id], N);
         }
     }
 }
