@@ -261,7 +261,12 @@ fn complete_recv<S: Config>(
         tag,
         src,
     };
+    // Counters first: whoever sees the CQ entry also sees the count (with auto progress
+    // the application reads both while the progress thread writes them).
     if truncated {
+        if let Some(c) = cntr {
+            c.inc_err();
+        }
         if let Some(cq) = &bind.cq {
             cq.complete_err(CqErrEntry {
                 context: c.context,
@@ -276,17 +281,14 @@ fn complete_recv<S: Config>(
                 src,
             });
         }
-        if let Some(c) = cntr {
-            c.inc_err();
-        }
     } else {
+        if let Some(c) = cntr {
+            c.inc();
+        }
         if p.want {
             if let Some(cq) = &bind.cq {
                 cq.complete(&c);
             }
-        }
-        if let Some(c) = cntr {
-            c.inc();
         }
     }
     finished

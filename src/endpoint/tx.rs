@@ -147,6 +147,10 @@ impl<S: Config> EpInner<S> {
             return Err(e);
         }
         if !needs_resp {
+            // Counter before CQ entry, as everywhere: an entry implies the count.
+            if let Some(c) = st.cntr(ck) {
+                c.inc();
+            }
             if want {
                 if let Some(cq) = &st.bind.cq {
                     cq.complete(&Completion {
@@ -156,9 +160,6 @@ impl<S: Config> EpInner<S> {
                         ..Completion::default()
                     });
                 }
-            }
-            if let Some(c) = st.cntr(ck) {
-                c.inc();
             }
         }
         Ok(())
@@ -185,6 +186,9 @@ impl<S: Config> EpInner<S> {
                 }
             }
             if status == 0 {
+                if let Some(c) = st.cntr(p.cntr) {
+                    c.inc();
+                }
                 if p.want {
                     if let Some(cq) = &st.bind.cq {
                         cq.complete(&Completion {
@@ -195,19 +199,16 @@ impl<S: Config> EpInner<S> {
                         });
                     }
                 }
-                if let Some(c) = st.cntr(p.cntr) {
-                    c.inc();
-                }
             } else {
                 let err = Error::from_code(status as i32);
+                if let Some(c) = st.cntr(p.cntr) {
+                    c.inc_err();
+                }
                 if let Some(cq) = &st.bind.cq {
                     let mut e = CqErrEntry::new(p.ctx, err);
                     e.flags = p.flags;
                     e.prov_errno = status as i32;
                     cq.complete_err(e);
-                }
-                if let Some(c) = st.cntr(p.cntr) {
-                    c.inc_err();
                 }
             }
             self.flush_fenced(st, hdr.tx_idx as usize);
@@ -244,13 +245,13 @@ impl<S: Config> EpInner<S> {
                 }
                 Err(e) => {
                     let (f, ck) = completion_kind(&req);
+                    if let Some(c) = st.cntr(ck) {
+                        c.inc_err();
+                    }
                     if let Some(cq) = &st.bind.cq {
                         let mut ee = CqErrEntry::new(o.ctx, e);
                         ee.flags = f;
                         cq.complete_err(ee);
-                    }
-                    if let Some(c) = st.cntr(ck) {
-                        c.inc_err();
                     }
                 }
             }
