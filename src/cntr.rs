@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::attr::{CntrAttr, WaitObj};
+use crate::attr::CntrAttr;
 use crate::config::{Config, LockOf, Progress};
 use crate::domain::DomainInner;
 use crate::endpoint::Deferred;
@@ -85,11 +85,7 @@ impl<S: Config> Counter<S> {
         attr: &CntrAttr,
         wait_set: Option<Arc<Waiter>>,
     ) -> Result<Counter<S>> {
-        let waiter = match attr.wait_obj {
-            WaitObj::None => None,
-            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
-            k => Some(Arc::new(Waiter::new(k)?)),
-        };
+        let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
         Ok(Counter {
             inner: Arc::new(CntrInner {
                 domain: domain.clone(),

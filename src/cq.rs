@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::attr::{CqAttr, CqWaitCond, ResourceMgmt, WaitObj};
+use crate::attr::{CqAttr, CqWaitCond, ResourceMgmt};
 use crate::config::{Config, LockOf, Progress};
 use crate::cq_format::{Completion, CqFormat};
 use crate::domain::DomainInner;
@@ -116,11 +116,7 @@ impl<S: Config> Cq<S> {
         } else {
             attr.size
         };
-        let waiter = match attr.wait_obj {
-            WaitObj::None => None,
-            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
-            k => Some(Arc::new(Waiter::new(k)?)),
-        };
+        let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
         let rm_enabled = domain.info.domain_attr.resource_mgmt != ResourceMgmt::Disabled;
         Ok(Cq {
             inner: Arc::new(CqInner {

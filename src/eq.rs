@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::attr::{EqAttr, WaitObj, FI_WRITE};
+use crate::attr::{EqAttr, FI_WRITE};
 use crate::config::{Config, LockOf, Progress};
 use crate::domain::DomainInner;
 use crate::error::{Error, Result};
@@ -70,11 +70,7 @@ impl<S: Config> EventQueue<S> {
         } else {
             attr.size
         };
-        let waiter = match attr.wait_obj {
-            WaitObj::None => None,
-            WaitObj::Set => Some(wait_set.ok_or(Error::Inval)?),
-            k => Some(Arc::new(Waiter::new(k)?)),
-        };
+        let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
         Ok(EventQueue {
             inner: Arc::new(EqInner {
                 fabric_domain: domain,

@@ -158,56 +158,48 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
     /// Copies bytes out of the region at `offset` (from the start of the region),
     /// serialized with remote accesses.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let end = offset.checked_add(out.len()).ok_or(Error::Fault)?;
-        if end > self.len {
-            return Err(Error::Fault);
-        }
-        self.domain.mr.with(|t| {
-            let e = t.get(self.key).ok_or(Error::Inval)?;
-            let mut pos = 0usize;
-            let mut done = 0usize;
-            for s in e.segments() {
-                let (lo, hi) = (pos, pos + s.len);
-                pos = hi;
-                if hi <= offset || lo >= end {
-                    continue;
-                }
-                let a = offset.max(lo);
-                let b = end.min(hi);
-                // SAFETY: the segment is part of a live registration whose memory this
-                // object borrows for 'a; the table lock is held, so no remote access
-                // runs concurrently.
-                let src = unsafe { mem::region(s.addr + (a - lo), b - a) };
-                out[done..done + (b - a)].copy_from_slice(src);
-                done += b - a;
-            }
-            Ok(())
+        self.pieces(offset, out.len(), |addr, range| {
+            // SAFETY: `pieces` hands out ranges of a live registration whose memory this
+            // object borrows for 'a, under the table lock, so no remote access runs
+            // concurrently.
+            let src = unsafe { mem::region(addr, range.len()) };
+            out[range].copy_from_slice(src);
         })
     }
 
     /// Copies bytes into the region at `offset`, serialized with remote accesses.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let end = offset.checked_add(data.len()).ok_or(Error::Fault)?;
+        self.pieces(offset, data.len(), |addr, range| {
+            // SAFETY: as in `read`; the borrow held by this object makes the range
+            // exclusively ours apart from remote accesses, which take the same lock.
+            let dst = unsafe { mem::region_mut(addr, range.len()) };
+            dst.copy_from_slice(&data[range]);
+        })
+    }
+
+    /// Calls `f(address, range of the caller's buffer)` for each registered segment piece
+    /// covering `[offset, offset + len)` of the region, in order, under the table lock.
+    fn pieces(
+        &self,
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(usize, core::ops::Range<usize>),
+    ) -> Result<()> {
+        let end = offset.checked_add(len).ok_or(Error::Fault)?;
         if end > self.len {
             return Err(Error::Fault);
         }
         self.domain.mr.with(|t| {
             let e = t.get(self.key).ok_or(Error::Inval)?;
             let mut pos = 0usize;
-            let mut done = 0usize;
             for s in e.segments() {
                 let (lo, hi) = (pos, pos + s.len);
                 pos = hi;
                 if hi <= offset || lo >= end {
                     continue;
                 }
-                let a = offset.max(lo);
-                let b = end.min(hi);
-                // SAFETY: as in `read`; the borrow held by this object makes the range
-                // exclusively ours apart from remote accesses, which take the same lock.
-                let dst = unsafe { mem::region_mut(s.addr + (a - lo), b - a) };
-                dst.copy_from_slice(&data[done..done + (b - a)]);
-                done += b - a;
+                let (a, b) = (offset.max(lo), end.min(hi));
+                f(s.addr + (a - lo), (a - offset)..(b - offset));
             }
             Ok(())
         })

@@ -55,7 +55,7 @@ use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::attr::WaitObj;
@@ -276,6 +276,17 @@ impl fmt::Debug for Waiter {
 }
 
 impl Waiter {
+    /// The wait object of a CQ, counter or EQ opened with `kind`: none for
+    /// `FI_WAIT_NONE`, the set's shared waiter for `FI_WAIT_SET` (`Err(Inval)` without a
+    /// set), else a new one of that kind.
+    pub fn for_object(kind: WaitObj, set: Option<Arc<Waiter>>) -> Result<Option<Arc<Waiter>>> {
+        Ok(match kind {
+            WaitObj::None => None,
+            WaitObj::Set => Some(set.ok_or(Error::Inval)?),
+            k => Some(Arc::new(Waiter::new(k)?)),
+        })
+    }
+
     /// A wait object of `kind`.
     ///
     /// `WaitObj::Unspec` resolves to `MutexCond` (what [`kind`](Self::kind) then

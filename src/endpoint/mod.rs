@@ -37,7 +37,7 @@ pub use owned::RmaIov;
 pub use rx::MAX_UNEXPECTED;
 pub use state::{DEFAULT_MIN_MULTI_RECV, DEFAULT_QUEUE_SIZE};
 
-pub(crate) use owned::{OwnedTx, RxReq, TxReq};
+pub(crate) use owned::{OwnedTx, RxReq};
 use state::{RxCtx, TxCtx};
 
 pub(crate) type TransportOf<S> = <<S as Config>::Provider as Provider>::Transport;
@@ -771,18 +771,7 @@ impl<S: Config> Deferred<S> {
         let (res, ctx, cq) = match &self.op {
             DeferredOp::Tx(o) => {
                 let iov = [&o.payload[..]];
-                let req = TxReq {
-                    op: o.op,
-                    iov: if o.op == Op::ReadReq { &[] } else { &iov },
-                    compare: &o.compare,
-                    result: o.result,
-                    dest: o.dest,
-                    tag: o.tag,
-                    data: o.data,
-                    rma: o.rma,
-                    atomic: o.atomic,
-                    ctx: o.ctx,
-                };
+                let req = o.req(&iov);
                 let cq = self
                     .ep
                     .tx

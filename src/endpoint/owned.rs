@@ -49,6 +49,15 @@ pub(crate) struct OwnedTx {
 }
 
 impl OwnedTx {
+    /// The request, borrowing the copied payload through `iov` (filled by the caller:
+    /// `let iov = [&o.payload[..]];`, so the borrow lives in the caller's frame).
+    pub(crate) fn req<'a>(&'a self, iov: &'a [&'a [u8]; 1]) -> TxReq<'a> {
+        TxReq {
+            iov: if self.op == Op::ReadReq { &[] } else { iov },
+            ..self.shape()
+        }
+    }
+
     /// The request without its payload: enough to classify the operation.
     fn shape(&self) -> TxReq<'_> {
         TxReq {

@@ -225,18 +225,7 @@ impl<S: Config> EpInner<S> {
                 return;
             };
             let iov = [&o.payload[..]];
-            let req = TxReq {
-                op: o.op,
-                iov: if o.op == Op::ReadReq { &[] } else { &iov },
-                compare: &o.compare,
-                result: o.result,
-                dest: o.dest,
-                tag: o.tag,
-                data: o.data,
-                rma: o.rma,
-                atomic: o.atomic,
-                ctx: o.ctx,
-            };
+            let req = o.req(&iov);
             match self.transmit(st, txi, &req, o.flags) {
                 Ok(()) => {}
                 Err(Error::Again) => {
