@@ -824,44 +824,45 @@ mod ld80 {
         Ok(len / size)
     }
 
+    type CApply = unsafe extern "C" fn(c_uint, *mut u8, *const u8, *const u8, usize) -> c_int;
+
+    /// `long double` elements (16 bytes of storage).
     pub(super) fn apply(
         op: AtomicOp,
         target: &mut [u8],
         operand: &[u8],
         compare: &[u8],
     ) -> Result<()> {
-        let count = check(op, target, operand, compare, LD_SIZE)?;
-        // SAFETY: `target` and `operand` hold exactly `count` 16-byte elements and
-        // `compare` does too whenever `op` is a compare op, the only case in which
-        // the C code reads it; `target` is exclusively borrowed and cannot overlap the
-        // shared `operand`/`compare`. The C code accesses memory only through memcpy,
-        // so alignment does not matter, and it keeps no pointer after returning.
-        let rc = unsafe {
-            fabric_ld_apply(
-                c_uint::from(op.as_raw()),
-                target.as_mut_ptr(),
-                operand.as_ptr(),
-                compare.as_ptr(),
-                count,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(Error::OpNotSupp)
-        }
+        call(fabric_ld_apply, LD_SIZE, op, target, operand, compare)
     }
 
+    /// `long double complex` elements (32 bytes).
     pub(super) fn apply_complex(
         op: AtomicOp,
         target: &mut [u8],
         operand: &[u8],
         compare: &[u8],
     ) -> Result<()> {
-        let count = check(op, target, operand, compare, CLD_SIZE)?;
-        // SAFETY: as in `apply`, with 32-byte elements.
+        call(fabric_cld_apply, CLD_SIZE, op, target, operand, compare)
+    }
+
+    fn call(
+        f: CApply,
+        size: usize,
+        op: AtomicOp,
+        target: &mut [u8],
+        operand: &[u8],
+        compare: &[u8],
+    ) -> Result<()> {
+        let count = check(op, target, operand, compare, size)?;
+        // SAFETY: `target` and `operand` hold exactly `count` elements of `size` bytes
+        // (the element size `f` works on), and `compare` does too whenever `op` is a
+        // compare op, the only case in which the C code reads it; `target` is
+        // exclusively borrowed and cannot overlap the shared `operand`/`compare`. The C
+        // code accesses memory only through memcpy, so alignment does not matter, and it
+        // keeps no pointer after returning.
         let rc = unsafe {
-            fabric_cld_apply(
+            f(
                 c_uint::from(op.as_raw()),
                 target.as_mut_ptr(),
                 operand.as_ptr(),
