@@ -1,0 +1,332 @@
+//! The cell format of a receive channel, and its parser.
+//!
+//! A packet occupies consecutive 64-byte cells and never wraps around the end of the
+//! ring (a skip marker fills the tail instead). The first 8 bytes of its first cell
+//! are the control word, published last with release ordering:
+//!
+//! ```text
+//! bits  0..32  stamp: the ring position + 1 (truncated), so cells of older laps never look ready
+//! bits 32..36  kind: SKIP | COMPACT | COMPACT_DATA | FULL | LARGE
+//! bits 36..40  op (COMPACT*: Msg or Tagged)
+//! bits 40..56  payload length (COMPACT*)
+//! ```
+//! - `COMPACT`: tag (8 bytes), payload. A message of up to 48 bytes is one cache line.
+//! - `COMPACT_DATA`: tag, remote CQ data (8 bytes each), payload.
+//! - `FULL`: the 64-byte [`Header`], payload.
+//! - `LARGE`: the header, then a [`Desc`] saying where the payload waits in the sender.
+//!
+//! Every value comes from another process and is validated here: [`parse`] never
+//! panics and never yields a length or offset outside the cells it was given.
+
+use fabric::wire::{Header, Op, HDR_REMOTE_CQ_DATA};
+use fabric::{Error, Result};
+use zerocopy::FromBytes;
+
+use crate::region::CELL;
+
+/// Kind: filler up to the end of the ring.
+pub const SKIP: u64 = 1;
+/// Kind: message with a tag and no other header field.
+pub const COMPACT: u64 = 2;
+/// Kind: message with a tag and remote CQ data.
+pub const COMPACT_DATA: u64 = 3;
+/// Kind: full header and inline payload.
+pub const FULL: u64 = 4;
+/// Kind: full header and a descriptor of a payload staged by the sender.
+pub const LARGE: u64 = 5;
+
+/// Bytes of the control word.
+pub const WORD: usize = 8;
+/// Offset of a full header.
+pub const HDR_OFF: usize = WORD;
+/// Offset of a full packet's payload or descriptor.
+pub const BODY_OFF: usize = WORD + 64;
+/// Bytes of a descriptor.
+pub const DESC_LEN: usize = 32;
+/// Largest compact payload (16-bit length field).
+pub const COMPACT_MAX: usize = u16::MAX as usize;
+
+/// Where a large payload waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Desc {
+    /// Address in the sender (cross-memory attach) or offset in its staging file.
+    pub addr: u64,
+    /// Payload bytes.
+    pub len: u64,
+    /// The sender's staging slot, released by the receiver once copied.
+    pub slot: u32,
+    /// How to reach it: [`Desc::CMA`] or [`Desc::MAPPED`].
+    pub mode: u32,
+    /// Generation of the slot, written back on release.
+    pub gen: u64,
+}
+
+impl Desc {
+    /// Read with `process_vm_readv` from the sender's memory.
+    pub const CMA: u32 = 1;
+    /// Copied from the sender's staging file, mapped by the receiver.
+    pub const MAPPED: u32 = 2;
+
+    /// The wire form.
+    pub fn encode(&self) -> [u8; DESC_LEN] {
+        let mut b = [0u8; DESC_LEN];
+        b[0..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..20].copy_from_slice(&self.slot.to_le_bytes());
+        b[20..24].copy_from_slice(&self.mode.to_le_bytes());
+        b[24..32].copy_from_slice(&self.gen.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Result<Desc> {
+        let b: &[u8; DESC_LEN] = b.get(..DESC_LEN).and_then(|s| s.try_into().ok()).ok_or(Error::Io)?;
+        let u64_at = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let d = Desc {
+            addr: u64_at(0),
+            len: u64_at(8),
+            slot: u32_at(16),
+            mode: u32_at(20),
+            gen: u64_at(24),
+        };
+        if !matches!(d.mode, Desc::CMA | Desc::MAPPED) {
+            return Err(Error::Io);
+        }
+        Ok(d)
+    }
+}
+
+/// The stamp of ring position `pos`.
+#[inline]
+pub fn stamp(pos: u64) -> u32 {
+    (pos as u32).wrapping_add(1)
+}
+
+/// Control word of a compact packet.
+#[inline]
+pub fn word_compact(pos: u64, op: Op, data: bool, len: usize) -> u64 {
+    let kind = if data { COMPACT_DATA } else { COMPACT };
+    stamp(pos) as u64 | kind << 32 | (op as u64) << 36 | (len as u64) << 40
+}
+
+/// Control word of a packet of `kind` other than the compact ones.
+#[inline]
+pub fn word(pos: u64, kind: u64) -> u64 {
+    stamp(pos) as u64 | kind << 32
+}
+
+/// Whether a header can travel in compact form (the fields it drops are zero or unused).
+#[inline]
+pub fn compact_ok(hdr: &Header, len: usize) -> bool {
+    matches!(Op::from_raw(hdr.op), Some(Op::Msg | Op::Tagged))
+        && hdr.flags & !HDR_REMOTE_CQ_DATA == 0
+        && hdr.rx_idx == 0
+        && len <= COMPACT_MAX
+}
+
+/// Bytes before the payload of a compact packet.
+#[inline]
+pub fn compact_prefix(data: bool) -> usize {
+    WORD + 8 + if data { 8 } else { 0 }
+}
+
+/// Cells that `bytes` bytes take.
+#[inline]
+pub fn cells_for(bytes: usize) -> usize {
+    bytes.div_ceil(CELL)
+}
+
+/// A parsed packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// Filler: the rest of the ring up to its end.
+    Skip,
+    /// A packet with its payload at `off..off + len` of the packet's bytes.
+    Inline {
+        /// The header (compact packets have the dropped fields zero).
+        hdr: Header,
+        /// Payload offset from the first cell.
+        off: usize,
+        /// Payload bytes.
+        len: usize,
+        /// Cells used.
+        cells: usize,
+    },
+    /// A header and the descriptor of a staged payload.
+    Large {
+        /// The header.
+        hdr: Header,
+        /// Where the payload is.
+        desc: Desc,
+        /// Cells used.
+        cells: usize,
+    },
+}
+
+/// Parses the packet whose control word is `w`, with `avail` = the bytes from its
+/// first cell to the end of the ring (all of which the receiver may read). The stamp
+/// has already been matched. Garbage gives `Err(Io)`.
+pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
+    let kind = (w >> 32) & 0xf;
+    let ok_len = |bytes: usize| -> Result<usize> {
+        let cells = cells_for(bytes);
+        if cells == 0 || cells * CELL > avail.len() {
+            return Err(Error::Io);
+        }
+        Ok(cells)
+    };
+    match kind {
+        SKIP => Ok(Parsed::Skip),
+        COMPACT | COMPACT_DATA => {
+            let data = kind == COMPACT_DATA;
+            let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
+            if !matches!(op, Op::Msg | Op::Tagged) {
+                return Err(Error::Io);
+            }
+            let len = ((w >> 40) & 0xffff) as usize;
+            let off = compact_prefix(data);
+            let cells = ok_len(off + len)?;
+            let mut hdr = Header {
+                op: op as u8,
+                len: len as u64,
+                tag: read_u64(avail, WORD)?,
+                ..Header::default()
+            };
+            if data {
+                hdr.flags = HDR_REMOTE_CQ_DATA;
+                hdr.data = read_u64(avail, WORD + 8)?;
+            }
+            Ok(Parsed::Inline {
+                hdr,
+                off,
+                len,
+                cells,
+            })
+        }
+        FULL => {
+            let hdr = read_header(avail)?;
+            let op = Op::from_raw(hdr.op).ok_or(Error::Io)?;
+            let len = match op {
+                Op::ReadReq | Op::Ack => 0,
+                _ => usize::try_from(hdr.len).map_err(|_| Error::Io)?,
+            };
+            if len > max_inline {
+                return Err(Error::Io);
+            }
+            let cells = ok_len(BODY_OFF + len)?;
+            Ok(Parsed::Inline {
+                hdr,
+                off: BODY_OFF,
+                len,
+                cells,
+            })
+        }
+        LARGE => {
+            let hdr = read_header(avail)?;
+            match Op::from_raw(hdr.op) {
+                Some(Op::Msg | Op::Tagged | Op::Write | Op::ReadResp) => {}
+                _ => return Err(Error::Io),
+            }
+            let cells = ok_len(BODY_OFF + DESC_LEN)?;
+            let desc = Desc::decode(&avail[BODY_OFF..])?;
+            if desc.len != hdr.len {
+                return Err(Error::Io);
+            }
+            Ok(Parsed::Large { hdr, desc, cells })
+        }
+        _ => Err(Error::Io),
+    }
+}
+
+fn read_u64(b: &[u8], off: usize) -> Result<u64> {
+    let s = b.get(off..off + 8).ok_or(Error::Io)?;
+    let mut w = [0u8; 8];
+    w.copy_from_slice(s);
+    Ok(u64::from_le_bytes(w))
+}
+
+fn read_header(avail: &[u8]) -> Result<Header> {
+    let b = avail.get(HDR_OFF..HDR_OFF + 64).ok_or(Error::Io)?;
+    Header::read_from_bytes(b).map_err(|_| Error::Io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn packet(w: u64, body: &[u8]) -> Vec<u8> {
+        let mut v = w.to_le_bytes().to_vec();
+        v.extend_from_slice(body);
+        v.resize(v.len().div_ceil(CELL) * CELL, 0);
+        v
+    }
+
+    #[test]
+    fn compact_fits_48_bytes_in_one_line() {
+        let w = word_compact(5, Op::Tagged, false, 48);
+        let mut body = 0x1234u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&[7u8; 48]);
+        let p = packet(w, &body);
+        assert_eq!(p.len(), 64);
+        match parse(w, &p, 4096).unwrap() {
+            Parsed::Inline { hdr, off, len, cells } => {
+                assert_eq!((hdr.tag, off, len, cells), (0x1234, 16, 48, 1));
+                assert_eq!(hdr.op, Op::Tagged as u8);
+            }
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(stamp(5), (w & 0xffff_ffff) as u32);
+    }
+
+    #[test]
+    fn full_and_large() {
+        let hdr = Header {
+            op: Op::Write as u8,
+            len: 3,
+            key: 9,
+            ..Header::default()
+        };
+        let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
+        body.extend_from_slice(&[1, 2, 3]);
+        let p = packet(word(0, FULL), &body);
+        assert_eq!(
+            parse(word(0, FULL), &p, 4096).unwrap(),
+            Parsed::Inline { hdr, off: BODY_OFF, len: 3, cells: 2 }
+        );
+        // Short of cells, or longer than the inline limit: refused.
+        assert!(parse(word(0, FULL), &p[..64], 4096).is_err());
+        assert!(parse(word(0, FULL), &p, 2).is_err());
+        let hdr = Header { len: 1 << 20, ..hdr };
+        let desc = Desc { addr: 4096, len: 1 << 20, slot: 1, mode: Desc::CMA, gen: 3 };
+        let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
+        body.extend_from_slice(&desc.encode());
+        let p = packet(word(0, LARGE), &body);
+        assert_eq!(
+            parse(word(0, LARGE), &p, 4096).unwrap(),
+            Parsed::Large { hdr, desc, cells: 2 }
+        );
+        let bad = Desc { len: 5, ..desc };
+        let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
+        body.extend_from_slice(&bad.encode());
+        assert!(parse(word(0, LARGE), &packet(word(0, LARGE), &body), 4096).is_err());
+    }
+
+    proptest! {
+        /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
+        #[test]
+        fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, &avail, 256) {
+                prop_assert!(off + len <= avail.len());
+                prop_assert!(cells * CELL <= avail.len());
+            }
+            if let Ok(Parsed::Large { cells, .. }) = parse(w, &avail, 256) {
+                prop_assert!(cells * CELL <= avail.len());
+            }
+        }
+    }
+}

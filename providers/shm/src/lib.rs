@@ -1,0 +1,232 @@
+//! `fabric-shm`: the shared-memory provider, between threads of one process and
+//! between processes of one user on one host.
+//!
+//! Every endpoint owns a region of shared memory: an anonymous file (`memfd`, mode
+//! 0600) that peers open through `/proc/<pid>/fd/<n>` and map. Nothing is ever
+//! created in `/dev/shm` or elsewhere in the file system, so a process that dies, even
+//! by `SIGKILL`, leaves nothing behind: the memory goes with the last mapping.
+//!
+//! The region holds one receive channel per sending peer: a ring of 64-byte cells in
+//! which a packet's first cell carries a control word (ready stamp, kind, length), the
+//! header fields the packet needs and the start of the payload, so a tagged message of
+//! up to 48 bytes is one cache line. The receiver polls only the next cell of each of
+//! its channels. Payloads up to [`INLINE_MAX`] bytes travel in the ring; larger ones
+//! are staged once by the sender and read by the receiver straight into their
+//! destination with `process_vm_readv` (or, where the kernel refuses it or
+//! `FABRIC_SHM_CMA=0` asks, from a staging file the receiver maps). Matching, RMA and
+//! atomics against the MR table (checked on the target), completions and counters are
+//! the core's.
+//!
+//! An address ([`NAME_LEN`] bytes) names the owner process by pid *and* start time, so
+//! a reused pid is never mistaken for the peer. A peer that dies is noticed within
+//! about 10 ms of progress; every operation waiting on it completes with
+//! `FI_EHOSTUNREACH`.
+//!
+//! Environment: `FABRIC_SHM_CMA=0` forces the bounce-buffer path for large payloads;
+//! `FABRIC_SHM_CHANNELS` (default 32, at most 64) and `FABRIC_SHM_CELLS` (default 1024,
+//! a power of two) size each endpoint's region, by default
+//! [`DEFAULT_REGION_BYTES`] (about 2.1 MiB).
+//!
+//! ```
+//! use fabric::prelude::*;
+//! use fabric_shm::Shm;
+//! let infos = getinfo::<Stack<Shm>>(None).unwrap();
+//! assert!(infos.iter().all(|i| i.fabric_attr.prov_name == "shm"));
+//! ```
+#![deny(unsafe_code)]
+
+pub mod cell;
+pub mod name;
+mod peer;
+mod region;
+mod stage;
+mod sys;
+mod transport;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use fabric::attr::{
+    AddrFormat, DomainAttr, EpAttr, EpType, FabricAttr, ResourceMgmt, RxAttr, TxAttr,
+};
+use fabric::flags::{Caps, Mode, MrMode, Order};
+use fabric::{Error, Info, Provider, Result};
+
+pub use name::NAME_LEN;
+pub use peer::PeerRegion;
+pub use region::Geometry;
+pub use stage::ShmPull;
+pub use transport::{ShmEp, ShmRx, ShmTx, Tuning};
+
+/// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
+pub type InjectSize = fabric::typenum::U4096;
+/// Largest `inject` payload.
+pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
+/// Largest payload carried inside the ring; larger payloads are staged.
+pub const INLINE_MAX: usize = 8192;
+/// Largest message.
+pub const MAX_MSG_SIZE: usize = 64 << 20;
+/// Default channels per endpoint region (sending peers at once).
+pub const DEFAULT_CHANNELS: usize = 32;
+/// Default cells per channel.
+pub const DEFAULT_CELLS: usize = 1024;
+/// Bytes of an endpoint's shared region with the default geometry.
+pub const DEFAULT_REGION_BYTES: usize = 4096 + DEFAULT_CHANNELS * (128 + DEFAULT_CELLS * 64);
+
+/// The shm provider marker.
+pub enum Shm {}
+
+/// A nonce unique on this host for the life of this process (pid in the high bits).
+fn fresh_nonce() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    (u64::from(std::process::id()) << 32) | (NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
+}
+
+/// Whether cross-memory attach is used for large payloads: the environment may
+/// refuse it, else a real call at first use decides.
+pub fn cma_enabled() -> bool {
+    static CMA: OnceLock<bool> = OnceLock::new();
+    *CMA.get_or_init(|| {
+        std::env::var("FABRIC_SHM_CMA").map_or(true, |v| v != "0") && sys::cma_probe()
+    })
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The region geometry the environment asks for.
+pub fn geometry() -> Result<Geometry> {
+    Geometry::new(
+        env_usize("FABRIC_SHM_CHANNELS", DEFAULT_CHANNELS),
+        env_usize("FABRIC_SHM_CELLS", DEFAULT_CELLS),
+    )
+}
+
+fn candidate(ep_type: EpType) -> Info {
+    let caps = Caps::MSG
+        | Caps::TAGGED
+        | Caps::RMA
+        | Caps::ATOMIC
+        | Caps::SEND
+        | Caps::RECV
+        | Caps::READ
+        | Caps::WRITE
+        | Caps::REMOTE_READ
+        | Caps::REMOTE_WRITE
+        | Caps::MULTI_RECV
+        | Caps::TRIGGER
+        | Caps::FENCE
+        | Caps::RMA_EVENT
+        | Caps::SOURCE
+        | Caps::DIRECTED_RECV
+        | Caps::NAMED_RX_CTX
+        | Caps::SHARED_AV
+        | Caps::LOCAL_COMM;
+    Info {
+        caps,
+        mode: Mode::empty(),
+        addr_format: AddrFormat::Proto,
+        src_addr: None,
+        dest_addr: None,
+        tx_attr: TxAttr {
+            caps,
+            msg_order: Order::STRICT,
+            comp_order: Order::STRICT,
+            inject_size: INJECT_SIZE,
+            size: 1024,
+            iov_limit: fabric::mem::IOV_LIMIT,
+            rma_iov_limit: 1,
+            ..TxAttr::default()
+        },
+        rx_attr: RxAttr {
+            caps,
+            msg_order: Order::STRICT,
+            comp_order: Order::STRICT,
+            size: 1024,
+            iov_limit: fabric::mem::IOV_LIMIT,
+            ..RxAttr::default()
+        },
+        ep_attr: EpAttr {
+            ep_type,
+            max_msg_size: MAX_MSG_SIZE,
+            mem_tag_format: u64::MAX,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            max_order_raw_size: MAX_MSG_SIZE,
+            max_order_war_size: MAX_MSG_SIZE,
+            max_order_waw_size: MAX_MSG_SIZE,
+            ..EpAttr::default()
+        },
+        domain_attr: DomainAttr {
+            name: "shm",
+            resource_mgmt: ResourceMgmt::Enabled,
+            mr_mode: MrMode::empty(),
+            mr_key_size: 8,
+            cq_data_size: 8,
+            cq_cnt: 1 << 16,
+            ep_cnt: 1 << 12,
+            tx_ctx_cnt: 1 << 12,
+            rx_ctx_cnt: 1 << 12,
+            max_ep_tx_ctx: 16,
+            max_ep_rx_ctx: 16,
+            max_ep_stx_ctx: 1,
+            max_ep_srx_ctx: 1,
+            cntr_cnt: 1 << 16,
+            mr_iov_limit: 4,
+            mr_cnt: 1 << 20,
+            caps: Caps::LOCAL_COMM,
+            ..DomainAttr::default()
+        },
+        fabric_attr: FabricAttr {
+            name: "shm",
+            prov_name: "shm",
+            prov_version: Shm::VERSION,
+            api_version: (1 << 16) | 17,
+        },
+    }
+}
+
+impl Provider for Shm {
+    const NAME: &'static str = "shm";
+    const VERSION: u32 = 1 << 16;
+    type InjectSize = InjectSize;
+    const MAX_MSG_SIZE: usize = MAX_MSG_SIZE;
+
+    type Peer = Arc<PeerRegion>;
+    type Transport = ShmEp;
+
+    fn candidates() -> Vec<Info> {
+        vec![candidate(EpType::Rdm), candidate(EpType::Dgram)]
+    }
+
+    fn open(_info: &Info) -> Result<ShmEp> {
+        ShmEp::open(
+            geometry()?,
+            Tuning {
+                inline_max: INLINE_MAX,
+                cma: cma_enabled(),
+            },
+        )
+    }
+
+    fn resolve(name: &[u8]) -> Result<Arc<PeerRegion>> {
+        peer::resolve(name)
+    }
+
+    fn name_from_svc(_node: &str, _service: &str) -> Result<Vec<u8>> {
+        // shm addresses are opaque (pid, start time, descriptor, nonce): they come from
+        // `fi_getname` and travel out of band, never from a node/service pair.
+        Err(Error::NoSys)
+    }
+
+    fn straddr(name: &[u8]) -> String {
+        match name::Name::decode(name) {
+            Ok(n) => n.to_url(),
+            Err(_) => format!("fi_shm://invalid({} bytes)", name.len()),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Resolved peers: a peer endpoint's region mapped into this process, cached per
+//! process so every endpoint talking to it shares one mapping, plus what tells
+//! whether the peer is still there.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use fabric::waitobj::Waiter;
+use fabric::{Error, Result};
+
+use crate::name::{Name, NAME_LEN};
+use crate::region::Region;
+use crate::stage::StageMap;
+use crate::sys::{self, ProcessHandle};
+
+/// What endpoints of this process share with their in-process peers: the waiter to
+/// wake after a send.
+#[derive(Default)]
+pub struct Local {
+    /// The endpoint's doorbell, once the core installed it.
+    pub waker: OnceLock<Arc<Waiter>>,
+}
+
+/// A peer endpoint as seen by this process ([`fabric::Provider::Peer`]).
+pub struct PeerRegion {
+    /// The peer's region, mapped.
+    pub region: Region,
+    /// The peer's address.
+    pub name: Name,
+    /// The peer's address, wire form.
+    pub raw: [u8; NAME_LEN],
+    /// The peer's process, when it is another process.
+    proc: Option<ProcessHandle>,
+    /// The peer's shared state, when it lives in this process.
+    pub local: Option<Arc<Local>>,
+    /// Set once the peer was seen dead: later sends fail at once.
+    dead: AtomicBool,
+    /// The peer's staging file, mapped on first use (bounce-buffer fallback).
+    pub stage: OnceLock<Result<StageMap>>,
+}
+
+impl PeerRegion {
+    /// Whether the peer closed its endpoint or its process is gone. Costs system
+    /// calls for another process: for slow paths only.
+    pub fn gone(&self) -> bool {
+        if self.dead.load(Ordering::Relaxed) {
+            return true;
+        }
+        let gone = self.region.closed()
+            || match &self.proc {
+                Some(p) => !p.alive(),
+                None => self.local.as_ref().is_some_and(|l| Arc::strong_count(l) == 1),
+            };
+        if gone {
+            self.dead.store(true, Ordering::Relaxed);
+        }
+        gone
+    }
+
+    /// Whether the peer is known dead (one load).
+    #[inline]
+    pub fn known_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+}
+
+fn peers() -> MutexGuard<'static, HashMap<u64, Arc<PeerRegion>>> {
+    static PEERS: OnceLock<Mutex<HashMap<u64, Arc<PeerRegion>>>> = OnceLock::new();
+    PEERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn locals() -> MutexGuard<'static, HashMap<u64, Weak<Local>>> {
+    static LOCALS: OnceLock<Mutex<HashMap<u64, Weak<Local>>>> = OnceLock::new();
+    LOCALS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers an endpoint of this process, so in-process peers can wake it.
+pub fn register_local(nonce: u64, local: &Arc<Local>) {
+    locals().insert(nonce, Arc::downgrade(local));
+}
+
+/// Forgets an endpoint of this process.
+pub fn unregister_local(nonce: u64) {
+    locals().remove(&nonce);
+    peers().remove(&nonce);
+}
+
+/// Resolves a peer address, mapping its region on first use.
+pub fn resolve(raw: &[u8]) -> Result<Arc<PeerRegion>> {
+    let name = Name::decode(raw)?;
+    {
+        let map = peers();
+        if let Some(p) = map.get(&name.nonce) {
+            if p.name == name && !p.known_dead() {
+                return Ok(p.clone());
+            }
+        }
+    }
+    let local = if name.pid == sys::getpid() {
+        Some(
+            locals()
+                .get(&name.nonce)
+                .and_then(Weak::upgrade)
+                .ok_or(Error::AddrNotAvail)?,
+        )
+    } else {
+        None
+    };
+    let proc = match local {
+        Some(_) => None,
+        None => Some(ProcessHandle::open(name.pid, name.start)?),
+    };
+    let region = Region::open(&name)?;
+    let p = Arc::new(PeerRegion {
+        region,
+        name,
+        raw: name.encode(),
+        proc,
+        local,
+        dead: AtomicBool::new(false),
+        stage: OnceLock::new(),
+    });
+    let mut map = peers();
+    // Drop mappings of peers that are gone and that nobody uses any more.
+    map.retain(|_, q| Arc::strong_count(q) > 1 || !(q.known_dead() || q.region.closed()));
+    map.insert(name.nonce, p.clone());
+    Ok(p)
+}
+
+/// The cached resolution of endpoint `nonce`, if any.
+pub fn cached(nonce: u64) -> Option<Arc<PeerRegion>> {
+    peers().get(&nonce).cloned()
+}

@@ -1,0 +1,344 @@
+//! An endpoint's shared region and its layout: a header page, then one receive
+//! channel per sending peer. This module owns every access to shared memory; the rest
+//! of the provider uses its bounds-checked accessors.
+//!
+//! ```text
+//! page 0   magic | version | nchan | cells | pid | fd | start time | nonce
+//!          closed | active bitmap | claims[nchan] | release[STAGE_SLOTS] | wake word
+//! chan c   head (consumer position, own line) | state + source name (own line) | cells
+//! ```
+//! A peer can write anything anywhere in a region it has mapped, so nothing read back
+//! is trusted: callers validate values, and the accessors check bounds.
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use fabric::{Error, Result};
+
+use crate::name::{Name, NAME_LEN};
+use crate::sys::{self, Mapping};
+
+/// Region magic, "FABSHM01".
+const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
+/// Layout version.
+const VERSION: u32 = 1;
+/// Bytes of one cell: one cache line.
+pub const CELL: usize = 64;
+/// Most channels of a region (the active bitmap is one word).
+pub const MAX_CHANNELS: usize = 64;
+/// Staging slots of one endpoint (large messages): release words in the header.
+pub const STAGE_SLOTS: usize = 128;
+
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 8;
+const OFF_NCHAN: usize = 12;
+const OFF_CELLS: usize = 16;
+const OFF_PID: usize = 24;
+const OFF_FD: usize = 28;
+const OFF_START: usize = 32;
+const OFF_NONCE: usize = 40;
+const OFF_CLOSED: usize = 48;
+const OFF_ACTIVE: usize = 56;
+const OFF_CLAIMS: usize = 64;
+const OFF_RELEASE: usize = OFF_CLAIMS + 8 * MAX_CHANNELS;
+const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
+const OFF_STAGE_FD: usize = OFF_WAKE + 8;
+const OFF_STAGE_LEN: usize = OFF_WAKE + 16;
+const HEADER_BYTES: usize = 4096;
+static_assertions::const_assert!(OFF_WAKE + 64 <= HEADER_BYTES);
+
+/// Channel-relative offsets.
+const CH_HEAD: usize = 0;
+const CH_STATE: usize = 64;
+const CH_NAME: usize = 72;
+const CH_CELLS: usize = 128;
+
+/// Channel state: in use by its claimer.
+pub const CH_OPEN: u64 = 0;
+/// Channel state: the claimer is gone; the receiver frees it once drained.
+pub const CH_CLOSING: u64 = 1;
+
+/// Geometry of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Channels (sending peers at once).
+    pub nchan: usize,
+    /// Cells per channel, a power of two.
+    pub cells: usize,
+}
+
+impl Geometry {
+    /// Checked geometry.
+    pub fn new(nchan: usize, cells: usize) -> Result<Geometry> {
+        if nchan == 0 || nchan > MAX_CHANNELS || !cells.is_power_of_two() || !(64..=1 << 20).contains(&cells) {
+            return Err(Error::Inval);
+        }
+        Ok(Geometry { nchan, cells })
+    }
+
+    fn chan_stride(&self) -> usize {
+        CH_CELLS + self.cells * CELL
+    }
+
+    /// Bytes of the whole region.
+    pub fn bytes(&self) -> usize {
+        HEADER_BYTES + self.nchan * self.chan_stride()
+    }
+
+    fn chan_base(&self, c: usize) -> usize {
+        HEADER_BYTES + c * self.chan_stride()
+    }
+}
+
+/// A mapped region, ours or a peer's.
+pub struct Region {
+    map: Mapping,
+    geo: Geometry,
+    /// Keeps our own region's file open so peers can open it through /proc.
+    _fd: OwnedFd,
+}
+
+impl Region {
+    /// Creates this endpoint's region, anonymous and mode 0600.
+    pub fn create(geo: Geometry, nonce: u64) -> Result<(Region, Name)> {
+        let fd = sys::memfd(geo.bytes())?;
+        let map = Mapping::new(&fd, geo.bytes())?;
+        let pid = sys::getpid();
+        let start = sys::start_time(pid).ok_or(Error::Io)?;
+        let r = Region { map, geo, _fd: fd };
+        let rawfd = r._fd.as_raw_fd() as u32;
+        r.put_u32(OFF_VERSION, VERSION);
+        r.put_u32(OFF_NCHAN, geo.nchan as u32);
+        r.put_u32(OFF_CELLS, geo.cells as u32);
+        r.put_u32(OFF_PID, pid);
+        r.put_u32(OFF_FD, rawfd);
+        r.atomic(OFF_START).store(start, Ordering::Relaxed);
+        r.atomic(OFF_NONCE).store(nonce, Ordering::Relaxed);
+        r.atomic(OFF_MAGIC).store(MAGIC, Ordering::Release);
+        let name = Name {
+            pid,
+            fd: rawfd,
+            start,
+            nonce,
+        };
+        Ok((r, name))
+    }
+
+    /// Maps a peer's region named `name` and checks that it is the one the name means
+    /// (magic, version, pid, start time and nonce), whatever the file turned out to be.
+    pub fn open(name: &Name) -> Result<Region> {
+        let fd = sys::open_peer_fd(name.pid, name.fd)?;
+        let len = sys::file_size(&fd)?;
+        if len < HEADER_BYTES {
+            return Err(Error::AddrNotAvail);
+        }
+        let map = Mapping::new(&fd, len)?;
+        let probe = Region {
+            map,
+            geo: Geometry { nchan: 0, cells: 64 },
+            _fd: fd,
+        };
+        let geo = Geometry::new(
+            probe.get_u32(OFF_NCHAN) as usize,
+            probe.get_u32(OFF_CELLS) as usize,
+        )
+        .map_err(|_| Error::AddrNotAvail)?;
+        let ok = probe.atomic(OFF_MAGIC).load(Ordering::Acquire) == MAGIC
+            && probe.get_u32(OFF_VERSION) == VERSION
+            && probe.get_u32(OFF_PID) == name.pid
+            && probe.atomic(OFF_START).load(Ordering::Relaxed) == name.start
+            && probe.atomic(OFF_NONCE).load(Ordering::Relaxed) == name.nonce
+            && geo.bytes() <= len;
+        if !ok {
+            return Err(Error::AddrNotAvail);
+        }
+        Ok(Region { geo, ..probe })
+    }
+
+    /// The region's geometry.
+    #[inline]
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    #[inline]
+    fn atomic(&self, off: usize) -> &AtomicU64 {
+        assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        // SAFETY: in bounds and 8-aligned (mappings are page-aligned); shared memory is
+        // only ever accessed atomically at this offset by the layout's users.
+        unsafe { &*self.map.ptr().add(off).cast::<AtomicU64>() }
+    }
+
+    fn atomic32(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        // SAFETY: in bounds and 4-aligned; accessed atomically only.
+        unsafe { &*self.map.ptr().add(off).cast::<AtomicU32>() }
+    }
+
+    fn put_u32(&self, off: usize, v: u32) {
+        self.atomic32(off).store(v, Ordering::Relaxed);
+    }
+
+    fn get_u32(&self, off: usize) -> u32 {
+        self.atomic32(off).load(Ordering::Relaxed)
+    }
+
+    /// Marks the region closed: peers stop sending to it.
+    pub fn set_closed(&self) {
+        self.atomic(OFF_CLOSED).store(1, Ordering::Release);
+    }
+
+    /// Whether the owner closed the region.
+    #[inline]
+    pub fn closed(&self) -> bool {
+        self.atomic(OFF_CLOSED).load(Ordering::Acquire) != 0
+    }
+
+    /// The bitmap of claimed channels.
+    #[inline]
+    pub fn active(&self) -> u64 {
+        self.atomic(OFF_ACTIVE).load(Ordering::Acquire)
+    }
+
+    /// Claims a free channel for the sender `me`: writes the sender's name, then sets
+    /// the channel's active bit. Returns the channel, or `None` when all are taken.
+    pub fn claim(&self, me: &[u8; NAME_LEN], my_nonce: u64) -> Option<usize> {
+        for c in 0..self.geo.nchan {
+            let claim = self.atomic(OFF_CLAIMS + 8 * c);
+            if claim
+                .compare_exchange(0, my_nonce, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let base = self.geo.chan_base(c);
+                self.copy_in(base + CH_NAME, me);
+                self.atomic(base + CH_STATE).store(CH_OPEN, Ordering::Relaxed);
+                self.atomic(OFF_ACTIVE).fetch_or(1 << c, Ordering::Release);
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Frees channel `c` (receiver side, once it is drained and closing).
+    pub fn unclaim(&self, c: usize) {
+        self.atomic(OFF_ACTIVE).fetch_and(!(1 << c), Ordering::AcqRel);
+        self.atomic(OFF_CLAIMS + 8 * c).store(0, Ordering::Release);
+    }
+
+    /// The claimer's name of channel `c`.
+    pub fn chan_name(&self, c: usize) -> [u8; NAME_LEN] {
+        let mut n = [0u8; NAME_LEN];
+        n.copy_from_slice(self.bytes(self.geo.chan_base(c) + CH_NAME, NAME_LEN));
+        n
+    }
+
+    /// The state word of channel `c`.
+    #[inline]
+    pub fn chan_state(&self, c: usize) -> &AtomicU64 {
+        self.atomic(self.geo.chan_base(c) + CH_STATE)
+    }
+
+    /// The consumer position of channel `c`.
+    #[inline]
+    pub fn chan_head(&self, c: usize) -> &AtomicU64 {
+        self.atomic(self.geo.chan_base(c) + CH_HEAD)
+    }
+
+    /// Byte offset of cell `i` (masked) of channel `c`.
+    #[inline]
+    pub fn cell_off(&self, c: usize, i: u64) -> usize {
+        self.geo.chan_base(c) + CH_CELLS + ((i as usize) & (self.geo.cells - 1)) * CELL
+    }
+
+    /// The first word of the cell at byte offset `off`: its stamp and kind.
+    #[inline]
+    pub fn cell_word(&self, off: usize) -> &AtomicU64 {
+        self.atomic(off)
+    }
+
+    /// The release word of staging slot `s` (written by the receiver of a large payload).
+    #[inline]
+    pub fn release(&self, s: usize) -> &AtomicU64 {
+        self.atomic(OFF_RELEASE + 8 * (s % STAGE_SLOTS))
+    }
+
+    /// The wake word: non-zero while the owner sleeps in a blocking wait.
+    #[inline]
+    pub fn wake_word(&self) -> &AtomicU64 {
+        self.atomic(OFF_WAKE)
+    }
+
+    /// Publishes the owner's staging file (bounce-buffer fallback).
+    pub fn set_stage(&self, fd: u32, len: u64) {
+        self.put_u32(OFF_STAGE_FD, fd);
+        self.atomic(OFF_STAGE_LEN).store(len, Ordering::Release);
+    }
+
+    /// The owner's staging file descriptor and length, if it has one.
+    pub fn stage(&self) -> Option<(u32, u64)> {
+        let len = self.atomic(OFF_STAGE_LEN).load(Ordering::Acquire);
+        (len != 0).then(|| (self.get_u32(OFF_STAGE_FD), len))
+    }
+
+    /// Copies `src` into the region at `off`.
+    #[inline]
+    pub fn copy_in(&self, off: usize, src: &[u8]) {
+        self.map.copy_in(off, src);
+    }
+
+    /// The bytes at `off..off + len` (see [`Mapping::bytes`]).
+    #[inline]
+    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        self.map.bytes(off, len)
+    }
+
+    /// Reads a little-endian u64 at `off` (not necessarily published atomically).
+    #[inline]
+    pub fn read_u64(&self, off: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.bytes(off, 8));
+        u64::from_le_bytes(b)
+    }
+
+    /// Bytes of the region.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_open_claim() {
+        let geo = Geometry::new(4, 64).unwrap();
+        let (r, name) = Region::create(geo, 77).unwrap();
+        let p = Region::open(&name).unwrap();
+        assert_eq!(p.geometry(), geo);
+        let me = [5u8; NAME_LEN];
+        assert_eq!(p.claim(&me, 1), Some(0));
+        assert_eq!(p.claim(&me, 2), Some(1));
+        assert_eq!(r.active(), 0b11);
+        assert_eq!(r.chan_name(1), me);
+        r.unclaim(0);
+        assert_eq!(r.active(), 0b10);
+        assert_eq!(p.claim(&me, 3), Some(0));
+        assert!(!p.closed());
+        r.set_closed();
+        assert!(p.closed());
+    }
+
+    #[test]
+    fn open_checks_identity() {
+        let geo = Geometry::new(1, 64).unwrap();
+        let (_r, name) = Region::create(geo, 9).unwrap();
+        let wrong = Name { nonce: 10, ..name };
+        assert!(Region::open(&wrong).is_err());
+        let wrong = Name { start: name.start + 1, ..name };
+        assert!(Region::open(&wrong).is_err());
+        assert!(Geometry::new(0, 64).is_err());
+        assert!(Geometry::new(1, 100).is_err());
+    }
+}

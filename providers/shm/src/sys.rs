@@ -1,0 +1,335 @@
+//! The operating-system calls the provider needs, each wrapped once: anonymous shared
+//! files (`memfd_create`), mappings, opening a peer's descriptor through `/proc`,
+//! process identity (pid plus start time, `pidfd`), and cross-memory attach
+//! (`process_vm_readv`/`process_vm_writev`).
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+use fabric::{Error, Result};
+
+fn last_os_error() -> Error {
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Error::Again,
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            Error::NoMem
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => Error::Access,
+        Some(libc::ENOENT) | Some(libc::ESRCH) => Error::AddrNotAvail,
+        _ => Error::Io,
+    }
+}
+
+/// An anonymous shared file of `len` bytes, readable and writable by its owner only.
+/// It has no name in any file system: it disappears with the last descriptor and
+/// mapping, whatever way the process ends.
+pub fn memfd(len: usize) -> Result<OwnedFd> {
+    let name = CString::new("fabric-shm").map_err(|_| Error::Inval)?;
+    // SAFETY: `name` is a valid NUL-terminated string; the call has no other inputs.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(last_os_error());
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain syscalls on a descriptor we own.
+    let ok = unsafe {
+        libc::fchmod(fd.as_raw_fd(), 0o600) == 0
+            && libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) == 0
+    };
+    if !ok {
+        return Err(last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Opens descriptor `fd` of process `pid` (same user) through `/proc`.
+pub fn open_peer_fd(pid: u32, fd: u32) -> Result<OwnedFd> {
+    let path = CString::new(format!("/proc/{pid}/fd/{fd}")).map_err(|_| Error::Inval)?;
+    // SAFETY: `path` is a valid NUL-terminated string.
+    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(last_os_error());
+    }
+    // SAFETY: `raw` was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The size of the file behind `fd`.
+pub fn file_size(fd: &OwnedFd) -> Result<usize> {
+    // SAFETY: `st` is plain old data that fstat fills in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is a valid descriptor and `st` a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(last_os_error());
+    }
+    usize::try_from(st.st_size).map_err(|_| Error::Io)
+}
+
+/// A shared, read-write mapping of a whole file. The memory may be written by other
+/// processes at any time: only the modules that define the shared layout access it,
+/// through atomics or byte copies.
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access goes through atomics or
+// through byte copies whose exclusive use the shared protocol establishes.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` shared and read-write.
+    pub fn new(fd: &OwnedFd, len: usize) -> Result<Mapping> {
+        if len == 0 {
+            return Err(Error::Inval);
+        }
+        // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(Error::NoMem)?;
+        Ok(Mapping { ptr, len })
+    }
+
+    /// Start of the mapping.
+    #[inline]
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Bytes mapped.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `src` into the mapping at `off`.
+    #[inline]
+    pub fn copy_in(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.len && src.len() <= self.len - off);
+        // SAFETY: in bounds of a live mapping. The shared protocol gives the writer
+        // exclusive use of these bytes until it publishes them; `src` is ordinary
+        // memory of ours, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr().add(off), src.len()) };
+    }
+
+    /// The bytes at `off..off + len`.
+    ///
+    /// The shared protocol hands these bytes to the reader until it releases them; a
+    /// misbehaving peer can still change them, which only changes the values read:
+    /// callers copy what they rely on and validate it.
+    #[inline]
+    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off <= self.len && len <= self.len - off);
+        // SAFETY: in bounds of a mapping that lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr().add(off), len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and nobody else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// This process's id.
+pub fn getpid() -> u32 {
+    std::process::id()
+}
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`): with the pid, it names one process for the life of the host.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// A handle on a peer process that tells whether it is still the same living process.
+pub struct ProcessHandle {
+    pid: u32,
+    start: u64,
+    pidfd: Option<OwnedFd>,
+}
+
+impl ProcessHandle {
+    /// A handle on process `pid` if it is alive and started at `start`.
+    pub fn open(pid: u32, start: u64) -> Result<ProcessHandle> {
+        // SAFETY: pidfd_open takes a pid and flags; the result is checked.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        let pidfd = (raw >= 0).then(|| {
+            // SAFETY: a new descriptor returned by the kernel, owned by nobody else.
+            unsafe { OwnedFd::from_raw_fd(raw as RawFd) }
+        });
+        // Checked after the pidfd exists: the pidfd then refers to the process whose
+        // start time we read, not to a successor reusing the pid.
+        if start_time(pid) != Some(start) {
+            return Err(Error::AddrNotAvail);
+        }
+        Ok(ProcessHandle { pid, start, pidfd })
+    }
+
+    /// Whether the process is still alive (a zombie counts as dead).
+    pub fn alive(&self) -> bool {
+        if let Some(fd) = &self.pidfd {
+            // SAFETY: signal 0 only checks for existence; the descriptor is valid.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    0,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            if r != 0 {
+                return false;
+            }
+        }
+        // A zombie still accepts signal 0; its stat state is 'Z' (or it is gone).
+        match fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            Ok(s) => {
+                let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) else {
+                    return false;
+                };
+                let mut f = rest.split_ascii_whitespace();
+                let state = f.next();
+                let start = f.nth(18).and_then(|v| v.parse::<u64>().ok());
+                !matches!(state, Some("Z") | Some("X")) && start == Some(self.start)
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes from address `addr` of process `pid` (cross-memory attach).
+pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
+    let mut done = 0usize;
+    while done < dst.len() {
+        let local = libc::iovec {
+            iov_base: dst[done..].as_mut_ptr().cast(),
+            iov_len: dst.len() - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
+            iov_len: dst.len() - done,
+        };
+        // SAFETY: `local` describes memory we own exclusively (`dst`); the kernel checks
+        // the remote range against the peer's address space and fails with EFAULT.
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(Error::Io);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Copies `src` to address `addr` of process `pid` (cross-memory attach).
+pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
+    let mut done = 0usize;
+    while done < src.len() {
+        let local = libc::iovec {
+            iov_base: src[done..].as_ptr() as *mut libc::c_void,
+            iov_len: src.len() - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
+            iov_len: src.len() - done,
+        };
+        // SAFETY: `local` is only read by the kernel; the remote range is checked by the
+        // kernel against the peer's address space.
+        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(Error::Io);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Whether cross-memory attach works here: a real `process_vm_readv` of our own memory.
+/// Kernels built without it, seccomp filters and container policies refuse it.
+pub fn cma_probe() -> bool {
+    let src = *b"fabric-shm cma probe";
+    let mut dst = [0u8; 20];
+    cma_read(getpid(), src.as_ptr() as u64, &mut dst).is_ok() && dst == src
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memfd_is_private_and_sized() {
+        let fd = memfd(8192).unwrap();
+        assert_eq!(file_size(&fd).unwrap(), 8192);
+        // SAFETY: test: fstat into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and out-pointer.
+        assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
+        assert_eq!(st.st_mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn peer_fd_maps_the_same_memory() {
+        let fd = memfd(4096).unwrap();
+        let a = Mapping::new(&fd, 4096).unwrap();
+        let fd2 = open_peer_fd(getpid(), fd.as_raw_fd() as u32).unwrap();
+        let b = Mapping::new(&fd2, 4096).unwrap();
+        // SAFETY: test: both mappings are 4096 bytes of the same file.
+        unsafe {
+            a.ptr().add(100).write_volatile(42);
+            assert_eq!(b.ptr().add(100).read_volatile(), 42);
+        }
+    }
+
+    #[test]
+    fn identity_and_liveness() {
+        let me = getpid();
+        let st = start_time(me).unwrap();
+        let h = ProcessHandle::open(me, st).unwrap();
+        assert!(h.alive());
+        assert!(ProcessHandle::open(me, st + 1).is_err());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let cst = start_time(pid);
+        child.wait().unwrap();
+        if let Some(cst) = cst {
+            // Reaped: gone, or (extremely unlikely) reused with another start time.
+            assert!(ProcessHandle::open(pid, cst).map(|h| !h.alive()).unwrap_or(true));
+        }
+    }
+
+    #[test]
+    fn cma_roundtrip_on_self() {
+        assert!(cma_probe());
+        let src = [7u8; 1000];
+        let mut dst = [0u8; 1000];
+        cma_read(getpid(), src.as_ptr() as u64, &mut dst).unwrap();
+        assert_eq!(src, dst);
+        let mut target = [0u8; 16];
+        cma_write(getpid(), target.as_mut_ptr() as u64, &[9u8; 16]).unwrap();
+        assert_eq!(target, [9u8; 16]);
+        assert_eq!(cma_read(getpid(), 8, &mut dst[..8]), Err(Error::Io));
+    }
+}

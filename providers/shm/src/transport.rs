@@ -1,0 +1,664 @@
+//! The per-endpoint transport: sending into peers' channels, polling our own.
+//!
+//! Each sending endpoint claims one channel in each receiver's region, so every
+//! channel has one producer (the sender's [`ShmTx`], which the core serializes) and
+//! one consumer (the receiver's [`ShmRx`]): no locked instruction on the message path.
+//! The producer keeps its tail and a cached copy of the consumer's head privately and
+//! rereads the shared head only when the ring looks full; the consumer publishes its
+//! head once per poll that consumed something.
+//!
+//! Requests may fill a channel up to [`RESERVE_CELLS`] short of full; the reserve is
+//! for responses, which are never refused: past it they wait in a private spill queue
+//! that every later send and every progress call retries first, in order.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use fabric::waitobj::Waiter;
+use fabric::wire::{Header, Op, HDR_ACK};
+use fabric::{Error, Payload, Result, Transport};
+use zerocopy::IntoBytes;
+
+use crate::cell::{self, Parsed};
+use crate::name::{Name, NAME_LEN};
+use crate::peer::{self, Local, PeerRegion};
+use crate::region::{Region, CELL, CH_CLOSING};
+use crate::stage::{ShmPull, Stage};
+
+/// Cells of a channel kept free of requests, for responses.
+pub const RESERVE_CELLS: u64 = 256;
+/// How often, at most, a poll checks whether peers with operations pending are alive.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+
+/// Tuning of one endpoint, from the environment at open.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// Largest payload carried in the ring; larger ones are staged.
+    pub inline_max: usize,
+    /// Whether large payloads use cross-memory attach.
+    pub cma: bool,
+}
+
+/// Requests we sent that wait for a response, by (transmit context, request id): the
+/// peer they went to and the response op, so a dead peer's share can be failed.
+#[derive(Default)]
+struct Track {
+    map: HashMap<(u16, u64), (u64, Op)>,
+}
+
+/// State shared by an endpoint's transport, sender and receiver.
+pub struct EpShared {
+    region: Region,
+    name: Name,
+    raw: [u8; NAME_LEN],
+    local: Arc<Local>,
+    tuning: Tuning,
+    track: Mutex<Track>,
+    /// `track.map.len()`, read without the lock on the receive path.
+    tracked: AtomicUsize,
+    /// Set while some channel of the sender has spilled responses.
+    spilled: AtomicBool,
+}
+
+impl EpShared {
+    fn track(&self) -> MutexGuard<'_, Track> {
+        self.track.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The per-endpoint transport of the shm provider.
+pub struct ShmEp {
+    shared: Arc<EpShared>,
+}
+
+impl ShmEp {
+    /// Creates an endpoint's region with `geo` and `tuning`.
+    pub fn open(geo: crate::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
+        let nonce = crate::fresh_nonce();
+        let (region, name) = Region::create(geo, nonce)?;
+        let local = Arc::new(Local::default());
+        peer::register_local(nonce, &local);
+        Ok(ShmEp {
+            shared: Arc::new(EpShared {
+                region,
+                raw: name.encode(),
+                name,
+                local,
+                tuning,
+                track: Mutex::new(Track {
+                    map: HashMap::with_capacity(1024),
+                }),
+                tracked: AtomicUsize::new(0),
+                spilled: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Bytes of this endpoint's shared region.
+    pub fn region_bytes(&self) -> usize {
+        self.shared.region.len()
+    }
+}
+
+struct TxChan {
+    peer: Arc<PeerRegion>,
+    c: usize,
+    tail: u64,
+    head: u64,
+    cells: u64,
+    spill: VecDeque<(Header, Vec<u8>)>,
+}
+
+/// The sending half ([`Transport::Sender`]): one channel per peer sent to.
+pub struct ShmTx {
+    shared: Arc<EpShared>,
+    chans: Vec<TxChan>,
+    index: HashMap<u64, usize>,
+    last: usize,
+    stage: Option<Stage>,
+}
+
+struct RxChan {
+    c: usize,
+    head: u64,
+    published: u64,
+    src: [u8; NAME_LEN],
+    broken: bool,
+}
+
+/// The receiving half ([`Transport::Receiver`]).
+pub struct ShmRx {
+    shared: Arc<EpShared>,
+    chans: Vec<RxChan>,
+    active: u64,
+    polls: u32,
+    last_check: Instant,
+}
+
+#[inline]
+fn response_of(hdr: &Header) -> Option<Op> {
+    match Op::from_raw(hdr.op)? {
+        Op::Write => Some(Op::Ack),
+        Op::ReadReq => Some(Op::ReadResp),
+        Op::Atomic => Some(Op::AtomicResp),
+        Op::Msg | Op::Tagged if hdr.flags & HDR_ACK != 0 => Some(Op::Ack),
+        _ => None,
+    }
+}
+
+#[inline]
+fn is_response(op: u8) -> bool {
+    matches!(
+        Op::from_raw(op),
+        Some(Op::Ack | Op::ReadResp | Op::AtomicResp)
+    )
+}
+
+impl ShmTx {
+    #[inline]
+    fn channel(&mut self, to: &Arc<PeerRegion>) -> Result<usize> {
+        if let Some(ch) = self.chans.get(self.last) {
+            if Arc::ptr_eq(&ch.peer, to) {
+                return Ok(self.last);
+            }
+        }
+        self.channel_slow(to)
+    }
+
+    #[cold]
+    fn channel_slow(&mut self, to: &Arc<PeerRegion>) -> Result<usize> {
+        let i = match self.index.get(&to.name.nonce) {
+            Some(&i) if Arc::ptr_eq(&self.chans[i].peer, to) => i,
+            found => {
+                if let Some(&i) = found {
+                    // A stale resolution of the same endpoint: start over.
+                    self.forget(i);
+                }
+                let c = to
+                    .region
+                    .claim(&self.shared.raw, self.shared.name.nonce)
+                    .ok_or(Error::Again)?;
+                let head = to.region.chan_head(c).load(Ordering::Acquire);
+                self.chans.push(TxChan {
+                    peer: to.clone(),
+                    c,
+                    tail: head,
+                    head,
+                    cells: to.region.geometry().cells as u64,
+                    spill: VecDeque::new(),
+                });
+                self.index.insert(to.name.nonce, self.chans.len() - 1);
+                self.chans.len() - 1
+            }
+        };
+        self.last = i;
+        Ok(i)
+    }
+
+    fn forget(&mut self, i: usize) {
+        let ch = self.chans.swap_remove(i);
+        ch.peer
+            .region
+            .chan_state(ch.c)
+            .store(CH_CLOSING, Ordering::Release);
+        self.index.remove(&ch.peer.name.nonce);
+        if let Some(moved) = self.chans.get(i) {
+            self.index.insert(moved.peer.name.nonce, i);
+        }
+        self.last = 0;
+    }
+
+    /// Retries spilled responses of every channel, oldest first.
+    fn flush_spills(&mut self) {
+        let inline_max = self.shared.tuning.inline_max;
+        let mut left = false;
+        for ch in &mut self.chans {
+            while let Some((hdr, body)) = ch.spill.front() {
+                match write_packet(ch, hdr, &[body], inline_max, 0, None) {
+                    Ok(()) => {
+                        ch.spill.pop_front();
+                    }
+                    Err(_) if ch.peer.known_dead() => ch.spill.clear(),
+                    Err(_) => break,
+                }
+            }
+            left |= !ch.spill.is_empty();
+        }
+        self.shared.spilled.store(left, Ordering::Relaxed);
+    }
+}
+
+impl Drop for ShmTx {
+    fn drop(&mut self) {
+        for ch in &self.chans {
+            ch.peer
+                .region
+                .chan_state(ch.c)
+                .store(CH_CLOSING, Ordering::Release);
+        }
+    }
+}
+
+/// Writes one packet into `ch` if it fits with `reserve` cells to spare. `desc` makes
+/// it a large packet (payload staged, `parts` unused).
+#[inline]
+fn write_packet(
+    ch: &mut TxChan,
+    hdr: &Header,
+    parts: &[&[u8]],
+    inline_max: usize,
+    reserve: u64,
+    desc: Option<&cell::Desc>,
+) -> Result<()> {
+    let len: usize = if desc.is_some() {
+        0
+    } else {
+        parts.iter().map(|p| p.len()).sum()
+    };
+    let compact = desc.is_none() && cell::compact_ok(hdr, len);
+    let data = hdr.flags & fabric::wire::HDR_REMOTE_CQ_DATA != 0;
+    let bytes = if compact {
+        cell::compact_prefix(data) + len
+    } else if desc.is_some() {
+        cell::BODY_OFF + cell::DESC_LEN
+    } else {
+        if len > inline_max {
+            return Err(Error::MsgSize);
+        }
+        cell::BODY_OFF + len
+    };
+    let need = cell::cells_for(bytes) as u64;
+    let idx = ch.tail & (ch.cells - 1);
+    let to_end = ch.cells - idx;
+    let skip = if need > to_end { to_end } else { 0 };
+    let total = need + skip + reserve;
+    if ch.tail + total - ch.head > ch.cells {
+        ch.head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
+        // A head outside the window is a peer's garbage: treat the channel as full.
+        if ch.head > ch.tail || ch.tail - ch.head > ch.cells || ch.tail + total - ch.head > ch.cells {
+            return Err(Error::Again);
+        }
+    }
+    let r = &ch.peer.region;
+    if skip != 0 {
+        let off = r.cell_off(ch.c, ch.tail);
+        r.cell_word(off).store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
+        ch.tail += skip;
+    }
+    let pos = ch.tail;
+    let off = r.cell_off(ch.c, pos);
+    let w = if compact {
+        let op = if hdr.op == Op::Tagged as u8 {
+            Op::Tagged
+        } else {
+            Op::Msg
+        };
+        r.copy_in(off + cell::WORD, &hdr.tag.to_le_bytes());
+        let mut o = off + cell::WORD + 8;
+        if data {
+            r.copy_in(o, &hdr.data.to_le_bytes());
+            o += 8;
+        }
+        for p in parts {
+            r.copy_in(o, p);
+            o += p.len();
+        }
+        cell::word_compact(pos, op, data, len)
+    } else {
+        r.copy_in(off + cell::HDR_OFF, hdr.as_bytes());
+        match desc {
+            Some(d) => {
+                r.copy_in(off + cell::BODY_OFF, &d.encode());
+                cell::word(pos, cell::LARGE)
+            }
+            None => {
+                let mut o = off + cell::BODY_OFF;
+                for p in parts {
+                    r.copy_in(o, p);
+                    o += p.len();
+                }
+                cell::word(pos, cell::FULL)
+            }
+        }
+    };
+    r.cell_word(off).store(w, Ordering::Release);
+    ch.tail = pos + need;
+    Ok(())
+}
+
+impl Transport for ShmEp {
+    type Peer = Arc<PeerRegion>;
+    type Sender = ShmTx;
+    type Receiver = ShmRx;
+    type Pull = ShmPull;
+
+    fn name(&self) -> &[u8] {
+        &self.shared.raw
+    }
+
+    fn sender(&self) -> ShmTx {
+        let stage = Stage::new(&self.shared.region, self.shared.tuning.cma).ok();
+        ShmTx {
+            shared: self.shared.clone(),
+            chans: Vec::new(),
+            index: HashMap::new(),
+            last: 0,
+            stage,
+        }
+    }
+
+    fn receiver(&self) -> ShmRx {
+        ShmRx {
+            shared: self.shared.clone(),
+            chans: Vec::new(),
+            active: 0,
+            polls: 0,
+            last_check: Instant::now(),
+        }
+    }
+
+    #[inline]
+    fn send(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        if to.known_dead() || to.region.closed() {
+            if let Some(&i) = tx.index.get(&to.name.nonce) {
+                tx.forget(i);
+            }
+            return Err(Error::HostUnreach);
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
+        let i = tx.channel(to)?;
+        let response = is_response(hdr.op);
+        let inline_max = self.shared.tuning.inline_max;
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        let ch = &mut tx.chans[i];
+        if !ch.spill.is_empty() {
+            if !response {
+                return Err(Error::Again);
+            }
+            ch.spill.push_back((*hdr, payload.concat()));
+            return Ok(());
+        }
+        let reserve = if response { 0 } else { RESERVE_CELLS };
+        // Tracked before the packet is visible: the response may be polled by another
+        // thread as soon as it is.
+        let resp = response_of(hdr);
+        if let Some(op) = resp {
+            let mut t = self.shared.track();
+            t.map.insert((hdr.tx_idx, hdr.req), (to.name.nonce, op));
+            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
+        }
+        let res = if len <= inline_max {
+            write_packet(ch, hdr, payload, inline_max, reserve, None)
+        } else {
+            match tx.stage.as_mut() {
+                None => Err(Error::NoMem),
+                Some(stage) => match stage.stage(&self.shared.region, to, payload, len) {
+                    Err(e) => Err(e),
+                    Ok(d) => {
+                        let r =
+                            write_packet(&mut tx.chans[i], hdr, payload, inline_max, reserve, Some(&d));
+                        if r.is_err() {
+                            // Not sent: the slot goes back as if released.
+                            self.shared
+                                .region
+                                .release(d.slot as usize)
+                                .store(d.gen, Ordering::Release);
+                        }
+                        r
+                    }
+                },
+            }
+        };
+        let res = match res {
+            Err(Error::Again) if response => {
+                tx.chans[i].spill.push_back((*hdr, payload.concat()));
+                self.shared.spilled.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(Error::Again) if to.gone() => {
+                tx.forget(i);
+                Err(Error::HostUnreach)
+            }
+            r => r,
+        };
+        if let Err(e) = res {
+            if resp.is_some() {
+                untrack(&self.shared, hdr);
+            }
+            return Err(e);
+        }
+        if let Some(l) = &to.local {
+            if let Some(w) = l.waker.get() {
+                w.signal();
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn poll<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(
+        &self,
+        rx: &mut ShmRx,
+        mut f: F,
+    ) -> usize {
+        let sh = &*self.shared;
+        let r = &sh.region;
+        let active = r.active();
+        if active != rx.active {
+            rx.adopt(active);
+        }
+        let mut n = 0;
+        let mut stop = false;
+        for ch in rx.chans.iter_mut() {
+            if ch.broken {
+                continue;
+            }
+            let cells = r.geometry().cells as u64;
+            loop {
+                let off = r.cell_off(ch.c, ch.head);
+                let w = r.cell_word(off).load(Ordering::Acquire);
+                if w as u32 != cell::stamp(ch.head) {
+                    break;
+                }
+                let to_end = cells - (ch.head & (cells - 1));
+                let avail = r.bytes(off, to_end as usize * CELL);
+                match cell::parse(w, avail, sh.tuning.inline_max) {
+                    Ok(Parsed::Skip) => {
+                        ch.head += to_end;
+                    }
+                    Ok(Parsed::Inline {
+                        hdr,
+                        off: o,
+                        len,
+                        cells: k,
+                    }) => {
+                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                            untrack(sh, &hdr);
+                        }
+                        if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
+                            stop = true;
+                            break;
+                        }
+                        ch.head += k as u64;
+                        n += 1;
+                    }
+                    Ok(Parsed::Large { hdr, desc, cells: k }) => {
+                        let Ok(peer) = peer::resolve(&ch.src) else {
+                            ch.broken = true;
+                            break;
+                        };
+                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                            untrack(sh, &hdr);
+                        }
+                        let consumed = match ShmPull::new(peer.clone(), &desc) {
+                            Ok(pull) => f(&hdr, &ch.src, Payload::Remote(&pull)),
+                            // Bad descriptor: hand on an empty payload of the wrong
+                            // length so the core answers the request with an error.
+                            Err(_) => f(&hdr, &ch.src, Payload::Inline(&[])),
+                        };
+                        if !consumed {
+                            stop = true;
+                            break;
+                        }
+                        peer.region
+                            .release(desc.slot as usize)
+                            .store(desc.gen, Ordering::Release);
+                        ch.head += k as u64;
+                        n += 1;
+                    }
+                    Err(_) => {
+                        ch.broken = true;
+                        break;
+                    }
+                }
+            }
+            if ch.head != ch.published {
+                r.chan_head(ch.c).store(ch.head, Ordering::Release);
+                ch.published = ch.head;
+            }
+            if stop {
+                break;
+            }
+        }
+        rx.polls = rx.polls.wrapping_add(1);
+        if rx.polls % 64 == 0 {
+            rx.housekeeping(&mut f);
+        }
+        n
+    }
+
+    fn set_waker(&self, waker: Arc<Waiter>) {
+        let _ = self.shared.local.waker.set(waker);
+    }
+
+    fn shutdown(&self) {
+        self.shared.region.set_closed();
+    }
+}
+
+impl Drop for ShmEp {
+    fn drop(&mut self) {
+        self.shared.region.set_closed();
+        peer::unregister_local(self.shared.name.nonce);
+    }
+}
+
+fn untrack(sh: &EpShared, hdr: &Header) {
+    let mut t = sh.track();
+    t.map.remove(&(hdr.tx_idx, hdr.req));
+    sh.tracked.store(t.map.len(), Ordering::Relaxed);
+}
+
+impl ShmRx {
+    /// Follows changes of the active bitmap: adopts new channels, drops freed ones.
+    #[cold]
+    fn adopt(&mut self, active: u64) {
+        let r = &self.shared.region;
+        self.chans.retain(|ch| active & (1 << ch.c) != 0);
+        for c in 0..r.geometry().nchan {
+            if active & (1 << c) != 0 && !self.chans.iter().any(|ch| ch.c == c) {
+                let head = r.chan_head(c).load(Ordering::Acquire);
+                self.chans.push(RxChan {
+                    c,
+                    head,
+                    published: head,
+                    src: r.chan_name(c),
+                    broken: Name::decode(&r.chan_name(c)).is_err(),
+                });
+            }
+        }
+        self.active = active;
+    }
+
+    /// Frees drained channels of senders that left, and fails requests pending on
+    /// peers that died.
+    #[cold]
+    fn housekeeping<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(&mut self, f: &mut F) {
+        let now = Instant::now();
+        if now.duration_since(self.last_check) < LIVENESS_PERIOD {
+            return;
+        }
+        self.last_check = now;
+        let r = &self.shared.region;
+        let cells = r.geometry().cells as u64;
+        let mut freed = false;
+        for ch in &self.chans {
+            let closing = r.chan_state(ch.c).load(Ordering::Acquire) == CH_CLOSING;
+            let sender_gone = closing
+                || ch.broken
+                || peer::resolve(&ch.src).map(|p| p.gone()).unwrap_or(true);
+            if !sender_gone {
+                continue;
+            }
+            let off = r.cell_off(ch.c, ch.head);
+            let ready = r.cell_word(off).load(Ordering::Acquire) as u32 == cell::stamp(ch.head);
+            if !ready || ch.broken {
+                let _ = cells;
+                r.unclaim(ch.c);
+                freed = true;
+            }
+        }
+        if freed {
+            let active = r.active();
+            self.adopt(active);
+        }
+        if self.shared.tracked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut dead = Vec::new();
+        {
+            let t = self.shared.track();
+            for (_, (nonce, _)) in t.map.iter() {
+                if !dead.contains(nonce) {
+                    dead.push(*nonce);
+                }
+            }
+        }
+        dead.retain(|nonce| peer::cached(*nonce).is_none_or(|p| p.gone()));
+        if dead.is_empty() {
+            return;
+        }
+        let failed: Vec<((u16, u64), (u64, Op))> = {
+            let mut t = self.shared.track();
+            let keys: Vec<_> = t
+                .map
+                .iter()
+                .filter(|(_, (nonce, _))| dead.contains(nonce))
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            for (k, _) in &keys {
+                t.map.remove(k);
+            }
+            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
+            keys
+        };
+        for ((tx_idx, req), (nonce, op)) in failed {
+            let hdr = Header {
+                op: op as u8,
+                tx_idx,
+                req,
+                status: Error::HostUnreach.code() as u32,
+                ..Header::default()
+            };
+            let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
+            f(&hdr, &src, Payload::Inline(&[]));
+        }
+    }
+}
+
+/// Flushes responses a sender spilled; called by progress.
+pub fn flush(ep: &ShmEp, tx: &mut ShmTx) {
+    if ep.shared.spilled.load(Ordering::Relaxed) {
+        tx.flush_spills();
+    }
+}
