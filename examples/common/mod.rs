@@ -778,7 +778,7 @@ fn run_on<T: Tool, P: Provider>(
             tool.side::<P>(&mut ctrl, &watch, true, report)
         }
         Role::Pair { ipv6 } => {
-            let child = ChildServer::spawn(child_args, *ipv6)?;
+            let child = ChildServer::spawn(child_args)?;
             dbg(format_args!(
                 "CLIENT: server child {} listens on {}",
                 child.child.id(),
@@ -968,8 +968,9 @@ pub struct ChildServer {
 
 impl ChildServer {
     /// Starts `current_exe() args.. --server -B 0 --spawned` and reads the port it
-    /// listens on from its stdout.
-    pub fn spawn(args: &[OsString], ipv6: bool) -> Res<ChildServer> {
+    /// listens on from its stdout. `args` are this run's own (a `-6` among them makes
+    /// the child listen on IPv6 localhost too).
+    pub fn spawn(args: &[OsString]) -> Res<ChildServer> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.args(args)
@@ -977,9 +978,6 @@ impl ChildServer {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if ipv6 {
-            cmd.arg("-6");
-        }
         let mut child = cmd.spawn().map_err(|e| {
             let msg = format!("cannot start the server process: {e}");
             Failure::new(Error::from(e), msg)
