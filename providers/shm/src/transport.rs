@@ -232,8 +232,14 @@ impl ShmTx {
     }
 }
 
+/// How long a closing endpoint waits for receivers to copy its staged payloads.
+const LINGER: Duration = Duration::from_secs(5);
+
 impl Drop for ShmTx {
     fn drop(&mut self) {
+        if let Some(stage) = &mut self.stage {
+            stage.drain(&self.shared.region, LINGER);
+        }
         for ch in &self.chans {
             ch.peer
                 .region
