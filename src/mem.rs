@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 use crate::error::{Error, Result};
+use crate::provider::{Payload, Pull};
 
 /// Most scatter-gather entries per operation (`iov_limit`).
 pub const IOV_LIMIT: usize = 4;
@@ -116,6 +117,50 @@ impl RawIov {
         }
         copied
     }
+
+    /// Copies a received payload into the buffers: its first `min(src.len(),
+    /// self.len())` bytes. Returns that count, and whether every byte arrived: a
+    /// remote payload whose sender vanished fails with `Err` (then the buffers hold
+    /// partial data in that range). An inline payload is [`RawIov::fill`], unchanged.
+    ///
+    /// # Safety
+    /// As [`RawIov::fill`].
+    #[inline]
+    pub unsafe fn fill_payload<R: Pull>(&self, src: Payload<'_, R>) -> (usize, Result<()>) {
+        match src {
+            // SAFETY: forwarded contract.
+            Payload::Inline(s) => (unsafe { self.fill(&[s]) }, Ok(())),
+            // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
+            // SAFETY: forwarded contract.
+            Payload::Remote(r) => unsafe { self.fill_remote(r, r.len()) },
+        }
+    }
+
+    /// The remote arm of [`RawIov::fill_payload`]: one pull per buffer.
+    ///
+    /// # Safety
+    /// As [`RawIov::fill`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn fill_remote<R: Pull>(&self, r: &R, total: usize) -> (usize, Result<()>) {
+        let n = total.min(self.len());
+        let src = Payload::Remote(r);
+        let mut off = 0;
+        for &(p, l) in &self.segs[..self.n as usize] {
+            let k = l.min(n - off);
+            if k == 0 {
+                continue;
+            }
+            // SAFETY: (p, l) was recorded from a `&mut [u8]` that the caller guarantees
+            // is still valid and unaliased; `k <= l` keeps the view inside it.
+            let dst = unsafe { core::slice::from_raw_parts_mut(p as *mut u8, k) };
+            if let Err(e) = src.copy_to(off, dst) {
+                return (n, Err(e));
+            }
+            off += k;
+        }
+        (n, Ok(()))
+    }
 }
 
 /// Reads `len` bytes of registered memory at `addr`.
@@ -162,5 +207,54 @@ mod tests {
         assert_eq!(&b, b"lo w");
         let adv = iov.advance(4);
         assert_eq!(adv.len(), 3);
+    }
+
+    /// Bytes `..fail` of `data`, then a lost sender.
+    struct Flaky<'a> {
+        data: &'a [u8],
+        fail: usize,
+    }
+
+    impl Pull for Flaky<'_> {
+        fn len(&self) -> usize {
+            self.data.len()
+        }
+        fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+            let end = off + dst.len();
+            if end > self.fail {
+                return Err(Error::Io);
+            }
+            dst.copy_from_slice(&self.data[off..end]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn fill_payload_pulls_per_buffer_and_reports_loss() {
+        let mut a = [0u8; 3];
+        let mut b = [0u8; 4];
+        let iov = RawIov::many(&mut [&mut a[..], &mut b[..]]).unwrap();
+        let whole = Flaky {
+            data: b"remote!!!",
+            fail: usize::MAX,
+        };
+        // SAFETY: a and b outlive the calls and are not otherwise borrowed.
+        let (n, r) = unsafe { iov.fill_payload(Payload::Remote(&whole)) };
+        assert_eq!((n, r), (7, Ok(())));
+        assert_eq!((&a, &b), (b"rem", b"ote!"));
+        // Lost in the second buffer: the first is whole, the count is still the span.
+        let lost = Flaky {
+            data: b"REMOTE",
+            fail: 4,
+        };
+        // SAFETY: as above.
+        let (n, r) = unsafe { iov.fill_payload(Payload::Remote(&lost)) };
+        assert_eq!((n, r), (6, Err(Error::Io)));
+        assert_eq!(&a, b"REM");
+        // Inline payloads are plain copies.
+        // SAFETY: as above.
+        let (n, r) = unsafe { iov.fill_payload(Payload::<Flaky<'_>>::Inline(b"xy")) };
+        assert_eq!((n, r), (2, Ok(())));
+        assert_eq!(&a, b"xyM");
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
 use crate::wire::Header;
@@ -41,7 +41,7 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// Opens the transport of a new endpoint described by `info`.
     fn open(info: &Info) -> Result<Self::Transport>;
     /// Resolves a peer's raw address (`fi_av_insert`). Malformed or unknown addresses
-    /// fail with [`Error::AddrNotAvail`](crate::Error::AddrNotAvail) or `Inval`.
+    /// fail with [`Error::AddrNotAvail`] or `Inval`.
     fn resolve(name: &[u8]) -> Result<Self::Peer>;
     /// The raw address of `node`/`service` (`fi_av_insertsvc`).
     fn name_from_svc(node: &str, service: &str) -> Result<Vec<u8>>;
@@ -70,6 +70,10 @@ pub trait Transport: Send + Sync + 'static {
     /// once per endpoint and serializes every `poll` on it, so packets are handled in
     /// order even when several threads progress the endpoint.
     type Receiver: Send + 'static;
+    /// Payloads this transport leaves with the sender ([`Payload::Remote`]); the core
+    /// copies them straight into their destination. [`NoPull`] for a transport whose
+    /// payloads are always in the packet.
+    type Pull: Pull;
     /// This endpoint's raw address (`fi_getname`).
     fn name(&self) -> &[u8];
     /// A fresh sending state for this endpoint.
@@ -91,12 +95,140 @@ pub trait Transport: Send + Sync + 'static {
     /// Hands received packets to `f` as `(header, source address, payload)`, oldest
     /// first per sender. When `f` returns `false` the packet was not consumed: it
     /// stays first and polling stops. Returns the number of packets consumed.
-    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(&self, rx: &mut Self::Receiver, f: F)
-        -> usize;
+    ///
+    /// A [`Payload::Remote`] is valid for the duration of the call to `f` only: by the
+    /// time `f` returns, the core has copied out whatever it needs (into the posted
+    /// receive, the registered memory, the read buffer, or its own unexpected-message
+    /// buffer), so the transport may release the sender's buffer after a consumed
+    /// packet. Its [`len`](Pull::len) equals `hdr.len` for every op that carries a
+    /// payload. Atomic requests (at most
+    /// [`MAX_ATOMIC_SIZE`](crate::domain::MAX_ATOMIC_SIZE) bytes of operands) are always
+    /// sent [`Payload::Inline`]; the core refuses a remote one with `FI_EIO`.
+    fn poll<F: FnMut(&Header, &[u8], Payload<'_, Self::Pull>) -> bool>(
+        &self,
+        rx: &mut Self::Receiver,
+        f: F,
+    ) -> usize;
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
+}
+
+/// Payload bytes that stay with the sender until the receiver copies them out (for
+/// example a large message in another process, read with `process_vm_readv` or from a
+/// mapped staging buffer).
+pub trait Pull {
+    /// Bytes in the payload.
+    fn len(&self) -> usize;
+    /// Whether the payload is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies payload bytes `off..off + dst.len()` into `dst`. `Err(Error::Io)` (or
+    /// another error) when the sender is gone or the range is outside the payload; then
+    /// `dst` may hold partial data.
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()>;
+}
+
+/// The [`Pull`] of a transport without remote payloads (uninhabited: such a transport
+/// only ever hands out [`Payload::Inline`], and the core's remote paths compile away).
+#[derive(Debug)]
+pub enum NoPull {}
+
+impl Pull for NoPull {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match *self {}
+    }
+    #[inline(always)]
+    fn read(&self, _off: usize, _dst: &mut [u8]) -> Result<()> {
+        match *self {}
+    }
+}
+
+/// A received packet's payload: in the packet, or left with the sender.
+pub enum Payload<'a, R> {
+    /// The bytes are in the packet.
+    Inline(&'a [u8]),
+    /// The bytes are with the sender; [`Payload::copy_to`] reads them.
+    Remote(&'a R),
+}
+
+// Manual impls: a derive would require `R: Clone`/`R: Copy`, but only references are held.
+impl<R> Clone for Payload<'_, R> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Payload<'_, R> {}
+
+impl<R: Pull> core::fmt::Debug for Payload<'_, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Payload::Inline(s) => f.debug_tuple("Inline").field(&s.len()).finish(),
+            Payload::Remote(r) => f.debug_tuple("Remote").field(&r.len()).finish(),
+        }
+    }
+}
+
+impl<'a, R: Pull> Payload<'a, R> {
+    /// Bytes in the payload.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Inline(s) => s.len(),
+            Payload::Remote(r) => r.len(),
+        }
+    }
+
+    /// Whether the payload is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, if they are in the packet.
+    #[inline]
+    pub fn inline(&self) -> Option<&'a [u8]> {
+        match *self {
+            Payload::Inline(s) => Some(s),
+            Payload::Remote(_) => None,
+        }
+    }
+
+    /// Copies payload bytes `off..off + dst.len()` into `dst`: a `memcpy` for an
+    /// inline payload, a [`Pull::read`] for a remote one. `Err(Io)` when the range
+    /// reaches past the payload (nothing copied) and whatever error the pull reports
+    /// (then `dst` may hold partial data). Never panics.
+    #[inline]
+    pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        match *self {
+            Payload::Inline(s) => {
+                let src = off
+                    .checked_add(dst.len())
+                    .and_then(|end| s.get(off..end))
+                    .ok_or(Error::Io)?;
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+            // `len` is asked here, inline, rather than in `pull_to`: for `NoPull` it is
+            // unreachable, which lets the compiler drop this arm and the variant test.
+            Payload::Remote(r) => pull_to(r, r.len(), off, dst),
+        }
+    }
+}
+
+/// The remote arm of [`Payload::copy_to`], kept out of the inline fast path.
+#[cold]
+#[inline(never)]
+fn pull_to<R: Pull>(r: &R, len: usize, off: usize, dst: &mut [u8]) -> Result<()> {
+    match off.checked_add(dst.len()) {
+        Some(end) if end <= len => r.read(off, dst),
+        _ => Err(Error::Io),
+    }
 }
 
 /// Proof that an inject payload of `N` bytes fits provider `P`'s
@@ -133,3 +265,53 @@ where
 pub trait Fits {}
 
 impl Fits for True {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remote payload that counts the reads reaching it.
+    struct Counted {
+        data: Vec<u8>,
+        reads: core::cell::Cell<usize>,
+    }
+
+    impl Pull for Counted {
+        fn len(&self) -> usize {
+            self.data.len()
+        }
+        fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+            self.reads.set(self.reads.get() + 1);
+            dst.copy_from_slice(&self.data[off..off + dst.len()]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn copy_to_is_bounds_checked_for_both_kinds() {
+        let r = Counted {
+            data: b"0123456789".to_vec(),
+            reads: Default::default(),
+        };
+        let inline = Payload::<Counted>::Inline(b"0123456789");
+        let remote = Payload::Remote(&r);
+        for p in [inline, remote] {
+            assert_eq!((p.len(), p.is_empty()), (10, false));
+            let mut d = [0u8; 4];
+            p.copy_to(3, &mut d).unwrap();
+            assert_eq!(&d, b"3456");
+            p.copy_to(10, &mut []).unwrap();
+            // Past the end, or overflowing: an error, never a panic or a pull.
+            assert_eq!(p.copy_to(7, &mut d), Err(Error::Io));
+            assert_eq!(p.copy_to(usize::MAX, &mut d), Err(Error::Io));
+            assert_eq!(p.copy_to(11, &mut []), Err(Error::Io));
+        }
+        assert_eq!(r.reads.get(), 2);
+        assert_eq!(inline.inline(), Some(&b"0123456789"[..]));
+        assert!(remote.inline().is_none());
+        assert_eq!(format!("{remote:?}"), "Remote(10)");
+        let none = Payload::<NoPull>::Inline(&[]);
+        assert!(none.is_empty());
+        assert_eq!(none.inline(), Some(&[][..]));
+    }
+}

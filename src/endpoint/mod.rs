@@ -11,6 +11,8 @@ mod owned;
 mod rx;
 mod state;
 mod target;
+#[cfg(test)]
+mod tests;
 mod tx;
 
 use std::sync::Arc;
@@ -133,7 +135,8 @@ impl<S: Config> EpInner<S> {
                         self.on_response(hdr, payload);
                         true
                     }
-                    // Garbage from a peer is dropped, never trusted.
+                    // Garbage from a peer is dropped, never trusted (a remote payload
+                    // is released unread).
                     None => true,
                 })
         })

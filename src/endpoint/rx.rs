@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::matching::Matcher;
-use crate::provider::{Provider, Transport};
+use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::FiAddr;
 use crate::wire::{Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
@@ -81,17 +81,8 @@ impl<S: Config> EpInner<S> {
                 let Some(u) = m.remove_unexpected(uid) else {
                     break;
                 };
-                let done = complete_recv(
-                    bind,
-                    cntr_recv,
-                    &mut p,
-                    &u.buf,
-                    u.tag,
-                    u.data,
-                    u.src,
-                    r.tagged,
-                    *min_multi_recv,
-                );
+                let done =
+                    complete_unexpected(bind, cntr_recv, &mut p, &u, r.tagged, *min_multi_recv);
                 pool.push(u.buf);
                 if done {
                     return Ok(());
@@ -103,18 +94,26 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Delivers an arriving message. Returns `false` to leave it in the transport
-    /// (resource management: the CQ or the unexpected queue is full).
-    pub(crate) fn on_message(&self, hdr: &Header, src_name: &[u8], payload: &[u8]) -> bool {
+    /// (resource management: the CQ or the unexpected queue is full). A consumed
+    /// message no longer needs its payload: a remote one is copied into the matching
+    /// receive or, when none is posted, into a pooled unexpected-message buffer.
+    pub(crate) fn on_message<R: Pull>(
+        &self,
+        hdr: &Header,
+        src_name: &[u8],
+        payload: Payload<'_, R>,
+    ) -> bool {
         let tagged = hdr.op == Op::Tagged as u8;
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
             self.reply_ack(hdr, src_name, Error::NoRx.code() as u32);
             return true;
         };
         let data = (hdr.flags & HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data);
-        let accepted = rx.state.with(|st| {
+        // `None`: held back; `Some(failed)`: consumed, and whether the payload was lost.
+        let outcome = rx.state.with(|st| {
             if let Some(cq) = &st.bind.cq {
                 if !cq.has_room() {
-                    return false;
+                    return None;
                 }
             }
             let src = if st.caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV) {
@@ -135,9 +134,10 @@ impl<S: Config> EpInner<S> {
             } = st;
             let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
             let tag = if tagged { hdr.tag } else { 0 };
+            let mut failed = false;
             if let Some(pid) = m.match_posted(tag, src) {
                 if let Some(p) = m.posted_mut(pid) {
-                    if complete_recv(
+                    let (done, f) = complete_recv(
                         bind,
                         cntr_recv,
                         p,
@@ -147,17 +147,18 @@ impl<S: Config> EpInner<S> {
                         src,
                         tagged,
                         *min_multi_recv,
-                    ) {
+                    );
+                    failed = f;
+                    if done {
                         m.remove_posted(pid);
                     }
                 }
             } else {
                 if m.unexpected_len() >= MAX_UNEXPECTED {
-                    return false;
+                    return None;
                 }
                 let mut buf = pool.pop().unwrap_or_default();
-                buf.clear();
-                buf.extend_from_slice(payload);
+                failed = !stash(&mut buf, payload, S::Provider::MAX_MSG_SIZE);
                 m.push_unexpected(
                     tag,
                     src,
@@ -166,15 +167,20 @@ impl<S: Config> EpInner<S> {
                         data,
                         tag: hdr.tag,
                         src,
+                        failed,
                     },
                 );
             }
-            true
+            Some(failed)
         });
-        if accepted && hdr.flags & HDR_ACK != 0 {
-            self.reply_ack(hdr, src_name, 0);
+        let Some(failed) = outcome else {
+            return false;
+        };
+        if hdr.flags & HDR_ACK != 0 {
+            let status = if failed { Error::Io.code() as u32 } else { 0 };
+            self.reply_ack(hdr, src_name, status);
         }
-        accepted
+        true
     }
 
     /// Sends an `Ack` with `status` for request `hdr` back to its initiator.
@@ -214,21 +220,94 @@ impl<S: Config> EpInner<S> {
     }
 }
 
-/// Copies an arrival into a posted receive and reports it. Returns whether the receive
-/// is finished (a multi-receive buffer stays posted while it has room).
-#[allow(clippy::too_many_arguments)]
+/// Copies an unexpected message's payload into `buf` (a pooled buffer, so no
+/// allocation in steady state). Returns whether every byte arrived.
 #[inline]
-fn complete_recv<S: Config>(
+fn stash<R: Pull>(buf: &mut Vec<u8>, payload: Payload<'_, R>, max: usize) -> bool {
+    match payload {
+        Payload::Inline(s) => {
+            buf.clear();
+            buf.extend_from_slice(s);
+            true
+        }
+        // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
+        Payload::Remote(r) => stash_remote(buf, r, r.len(), max),
+    }
+}
+
+/// The remote arm of [`stash`]: copied now, at arrival, so the sender can release it.
+#[cold]
+#[inline(never)]
+fn stash_remote<R: Pull>(buf: &mut Vec<u8>, r: &R, len: usize, max: usize) -> bool {
+    if len > max {
+        // A peer announcing more than any message may hold gets no allocation.
+        buf.clear();
+        return false;
+    }
+    // Without a `clear` first, only bytes past the recycled buffer's old length are
+    // zeroed; the pull overwrites all of them.
+    buf.resize(len, 0);
+    Payload::Remote(r).copy_to(0, buf).is_ok()
+}
+
+/// The payload of an unexpected message that did not arrive whole: as long as it was
+/// announced, and unreadable.
+struct Lost(usize);
+
+impl Pull for Lost {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn read(&self, _off: usize, _dst: &mut [u8]) -> Result<()> {
+        Err(Error::Io)
+    }
+}
+
+/// [`complete_recv`] of a buffered unexpected message. Returns whether the receive is
+/// finished.
+fn complete_unexpected<S: Config>(
     bind: &Bindings<S>,
     cntr: &Option<Arc<CntrInner<S>>>,
     p: &mut PostedRecv,
-    payload: &[u8],
+    u: &Unexp,
+    tagged: bool,
+    min_multi: usize,
+) -> bool {
+    let (done, _) = if u.failed {
+        let lost = Lost(u.buf.len());
+        let payload = Payload::Remote(&lost);
+        complete_recv(
+            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi,
+        )
+    } else {
+        let payload = Payload::<NoPull>::Inline(&u.buf);
+        complete_recv(
+            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi,
+        )
+    };
+    done
+}
+
+/// Copies an arrival into a posted receive and reports it: a success, `FI_ETRUNC` when
+/// the buffer is too short, `FI_EIO` when the payload does not arrive. Returns whether
+/// the receive is finished (a multi-receive buffer stays posted while it has room) and
+/// whether the payload was lost.
+///
+/// A lost payload reports (and, in a multi-receive buffer, consumes) the bytes it
+/// would have occupied: they may hold partial data.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn complete_recv<S: Config, R: Pull>(
+    bind: &Bindings<S>,
+    cntr: &Option<Arc<CntrInner<S>>>,
+    p: &mut PostedRecv,
+    payload: Payload<'_, R>,
     tag: u64,
     data: Option<u64>,
     src: FiAddr,
     tagged: bool,
     min_multi: usize,
-) -> bool {
+) -> (bool, bool) {
     let dst = if p.consumed > 0 {
         p.iov.advance(p.consumed)
     } else {
@@ -236,8 +315,10 @@ fn complete_recv<S: Config>(
     };
     // SAFETY: `dst` comes from a receive posted through an `unsafe` call whose contract
     // keeps the buffers valid and unaliased until the receive completes.
-    let n = unsafe { dst.fill(&[payload]) };
+    let (n, copied) = unsafe { dst.fill_payload(payload) };
     p.consumed += n;
+    let failed = copied.is_err();
+    let len = payload.len();
     let mut flags = CqFlags::RECV
         | if tagged {
             CqFlags::TAGGED
@@ -247,7 +328,7 @@ fn complete_recv<S: Config>(
     if data.is_some() {
         flags |= CqFlags::REMOTE_CQ_DATA;
     }
-    let truncated = n < payload.len();
+    let truncated = n < len;
     let finished = truncated || !p.multi || p.iov.len() - p.consumed < min_multi;
     if finished && p.multi {
         flags |= CqFlags::MULTI_RECV;
@@ -263,7 +344,13 @@ fn complete_recv<S: Config>(
     };
     // Counters first: whoever sees the CQ entry also sees the count (with auto progress
     // the application reads both while the progress thread writes them).
-    if truncated {
+    if failed || truncated {
+        // A lost payload outranks a short buffer: the bytes are not there to truncate.
+        let (err, olen) = if failed {
+            (Error::Io, 0)
+        } else {
+            (Error::Trunc, len - n)
+        };
         if let Some(c) = cntr {
             c.inc_err();
         }
@@ -275,9 +362,9 @@ fn complete_recv<S: Config>(
                 buf: c.buf,
                 data: c.data,
                 tag,
-                olen: payload.len() - n,
-                err: Error::Trunc,
-                prov_errno: Error::Trunc.code(),
+                olen,
+                err,
+                prov_errno: err.code(),
                 src,
             });
         }
@@ -291,7 +378,7 @@ fn complete_recv<S: Config>(
             }
         }
     }
-    finished
+    (finished, failed)
 }
 
 /// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` on tagged receives.
@@ -372,17 +459,7 @@ fn peek_claim<S: Config>(
         pool,
         ..
     } = st;
-    complete_recv(
-        bind,
-        cntr_recv,
-        &mut p,
-        &u.buf,
-        u.tag,
-        u.data,
-        u.src,
-        true,
-        *min_multi_recv,
-    );
+    complete_unexpected(bind, cntr_recv, &mut p, &u, true, *min_multi_recv);
     pool.push(u.buf);
     Ok(())
 }

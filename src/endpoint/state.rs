@@ -146,6 +146,9 @@ pub(crate) struct Unexp {
     pub(crate) data: Option<u64>,
     pub(crate) tag: u64,
     pub(crate) src: FiAddr,
+    /// The payload did not arrive whole (its sender vanished mid-copy): the receive
+    /// that takes it completes with `FI_EIO`.
+    pub(crate) failed: bool,
 }
 
 pub(crate) struct RxState<S: Config> {

@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
+use crate::provider::{Payload, Pull};
 use crate::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::EpInner;
@@ -25,7 +26,14 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Applies an RMA write. Returns `false` to hold it back (remote CQ data with a full CQ).
-    pub(crate) fn on_write(&self, hdr: &Header, src_name: &[u8], payload: &[u8]) -> bool {
+    /// A remote payload is pulled straight into the registered memory; when that fails
+    /// (the initiator vanished) the write answers `FI_EIO` and counts nothing.
+    pub(crate) fn on_write<R: Pull>(
+        &self,
+        hdr: &Header,
+        src_name: &[u8],
+        payload: Payload<'_, R>,
+    ) -> bool {
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
             self.reply(hdr, src_name, Op::Ack, Error::NoRx.code() as u32, &[]);
             return true;
@@ -41,21 +49,21 @@ impl<S: Config> EpInner<S> {
                 }
             }
         }
+        let len = payload.len();
         let res = if !caps.contains(Caps::RMA) {
             Err(Error::OpNotSupp)
         } else {
             self.domain.mr.with(|t| {
-                let (chunks, user) =
-                    t.check(hdr.key, hdr.addr, payload.len(), MrAccess::REMOTE_WRITE)?;
+                let (chunks, user) = t.check(hdr.key, hdr.addr, len, MrAccess::REMOTE_WRITE)?;
                 self.bound_here(user)?;
-                let mut off = 0;
+                let mut off = 0usize;
                 for c in chunks {
                     // SAFETY: `check` proved the chunk lies in a live registration with
                     // remote-write access; the table lock is held, so the registration
                     // cannot end and local accessors (which take it) cannot race.
                     let dst = unsafe { mem::region_mut(c.addr, c.len) };
-                    dst.copy_from_slice(&payload[off..off + c.len]);
-                    off += c.len;
+                    payload.copy_to(off, dst).map_err(|_| Error::Io)?;
+                    off = off.checked_add(c.len).ok_or(Error::Io)?;
                 }
                 Ok(user
                     .cntr
@@ -75,7 +83,7 @@ impl<S: Config> EpInner<S> {
                     if let Some(cq) = &cq {
                         let c = Completion {
                             flags: CqFlags::RMA | CqFlags::REMOTE_WRITE | CqFlags::REMOTE_CQ_DATA,
-                            len: payload.len(),
+                            len,
                             data: hdr.data,
                             ..Completion::default()
                         };
@@ -146,10 +154,20 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Applies an atomic operation and answers with the old values when asked.
-    pub(crate) fn on_atomic(&self, hdr: &Header, src_name: &[u8], payload: &[u8]) {
+    /// Operands (at most `MAX_ATOMIC_SIZE` bytes) travel in the packet: a remote
+    /// payload is answered with `FI_EIO`.
+    pub(crate) fn on_atomic<R: Pull>(
+        &self,
+        hdr: &Header,
+        src_name: &[u8],
+        payload: Payload<'_, R>,
+    ) {
         let fetch = hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0;
         let resp = if fetch { Op::AtomicResp } else { Op::Ack };
         let fail = |e: Error| self.reply(hdr, src_name, resp, e.code() as u32, &[]);
+        let Some(payload) = payload.inline() else {
+            return fail(Error::Io);
+        };
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
             return fail(Error::NoRx);
         };
@@ -177,6 +195,7 @@ impl<S: Config> EpInner<S> {
             return fail(Error::MsgSize);
         }
         let (operand, compare) = match class {
+            // `n <= MAX_ATOMIC_SIZE`: no overflow.
             AtomicClass::Compare if payload.len() == 2 * n => payload.split_at(n),
             AtomicClass::Compare => return fail(Error::Inval),
             _ => (payload, &[][..]),

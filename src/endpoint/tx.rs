@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
-use crate::provider::Transport;
+use crate::provider::{Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
@@ -166,7 +166,10 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.
-    pub(crate) fn on_response(&self, hdr: &Header, payload: &[u8]) {
+    /// Result data (a read's, a fetching atomic's) is copied into the result buffers,
+    /// straight from the target when it is remote; a response of the wrong kind or
+    /// size, or one whose data does not arrive, completes the operation with `FI_EIO`.
+    pub(crate) fn on_response<R: Pull>(&self, hdr: &Header, payload: Payload<'_, R>) {
         let Some(tx) = self.tx.get(hdr.tx_idx as usize) else {
             return;
         };
@@ -176,13 +179,30 @@ impl<S: Config> EpInner<S> {
                 return;
             };
             let mut status = hdr.status;
-            if status == 0 && hdr.op != Op::Ack as u8 {
-                if payload.len() != p.result.len() {
+            if status == 0 {
+                let expect = match (
+                    p.flags.contains(CqFlags::READ),
+                    p.flags.contains(CqFlags::RMA),
+                ) {
+                    (true, true) => Op::ReadResp,
+                    (true, false) => Op::AtomicResp,
+                    (false, _) => Op::Ack,
+                };
+                if hdr.op != expect as u8 {
+                    // A success of another kind carries no (or the wrong) result.
                     status = Error::Io.code() as u32;
-                } else {
-                    // SAFETY: `p.result` was recorded by an `unsafe` read/fetch call whose
-                    // contract keeps the buffers valid and unaliased until completion.
-                    unsafe { p.result.fill(&[payload]) };
+                } else if expect != Op::Ack {
+                    if payload.len() != p.result.len() {
+                        status = Error::Io.code() as u32;
+                    } else {
+                        // SAFETY: `p.result` was recorded by an `unsafe` read/fetch call
+                        // whose contract keeps the buffers valid and unaliased until
+                        // completion.
+                        let (_, copied) = unsafe { p.result.fill_payload(payload) };
+                        if copied.is_err() {
+                            status = Error::Io.code() as u32;
+                        }
+                    }
                 }
             }
             if status == 0 {

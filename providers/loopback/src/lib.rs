@@ -39,7 +39,7 @@ use fabric::attr::{
 use fabric::flags::{Caps, Mode, MrMode, Order};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op};
-use fabric::{Error, Info, Provider, Result, Transport};
+use fabric::{Error, Info, NoPull, Payload, Provider, Result, Transport};
 
 use ring::{Consumer, Drained, Producer};
 
@@ -164,6 +164,7 @@ impl Transport for LoopbackEp {
     type Peer = Arc<Inbox>;
     type Sender = LoopbackTx;
     type Receiver = LoopbackRx;
+    type Pull = NoPull;
 
     fn name(&self) -> &[u8] {
         &self.name
@@ -208,7 +209,7 @@ impl Transport for LoopbackEp {
     }
 
     #[inline]
-    fn poll<F: FnMut(&Header, &[u8], &[u8]) -> bool>(
+    fn poll<F: FnMut(&Header, &[u8], Payload<'_, NoPull>) -> bool>(
         &self,
         rx: &mut LoopbackRx,
         mut f: F,
@@ -431,7 +432,7 @@ mod tests {
     fn drain(ep: &LoopbackEp, rx: &mut LoopbackRx) -> Vec<(u64, u64)> {
         let mut out = vec![];
         ep.poll(rx, |h, src, p| {
-            assert_eq!(p, &h.tag.to_le_bytes());
+            assert_eq!(p.inline(), Some(&h.tag.to_le_bytes()[..]));
             out.push((u64::from_le_bytes(src.try_into().unwrap()), h.tag));
             true
         });

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fabric::wire::Header;
+use fabric::{NoPull, Payload};
 
 use crate::NAME_LEN;
 
@@ -248,7 +249,7 @@ impl Consumer {
     /// Hands packets to `f` in order until it refuses one or none is left; counts the
     /// consumed ones into `n`.
     #[inline]
-    pub(crate) fn drain<F: FnMut(&Header, &[u8], &[u8]) -> bool>(
+    pub(crate) fn drain<F: FnMut(&Header, &[u8], Payload<'_, NoPull>) -> bool>(
         &mut self,
         f: &mut F,
         n: &mut usize,
@@ -266,7 +267,8 @@ impl Consumer {
                 // handler may send into this same channel (an endpoint talking to
                 // itself): that writes other slots only.
                 let slot = unsafe { &mut *cell.get() };
-                if !f(&slot.hdr, &r.src, &slot.payload) {
+                // Payloads are copied into the ring: always in the packet.
+                if !f(&slot.hdr, &r.src, Payload::Inline(&slot.payload)) {
                     return Drained::Refused;
                 }
                 if slot.payload.capacity() > RETAIN {
@@ -296,7 +298,7 @@ impl Consumer {
 /// Handles spilled packets once the ring is empty (the consumer is at `head`).
 /// `None`: the ring has packets again (older than any spilled one), go back to it.
 #[cold]
-fn drain_spill<F: FnMut(&Header, &[u8], &[u8]) -> bool>(
+fn drain_spill<F: FnMut(&Header, &[u8], Payload<'_, NoPull>) -> bool>(
     r: &Shared,
     head: usize,
     f: &mut F,
@@ -317,7 +319,7 @@ fn drain_spill<F: FnMut(&Header, &[u8], &[u8]) -> bool>(
             // `spilled` still counts `p`: the producer keeps spilling meanwhile.
         };
         // The lock is not held here: the handler may send into this channel.
-        let ok = f(&p.hdr, &r.src, &p.payload);
+        let ok = f(&p.hdr, &r.src, Payload::Inline(&p.payload));
         let mut q = r.spill();
         if !ok {
             q.push_front(p);
@@ -347,9 +349,9 @@ mod tests {
     fn collect(c: &mut Consumer, out: &mut Vec<u64>) -> usize {
         let mut n = 0;
         c.drain(
-            &mut |h: &Header, src: &[u8], p: &[u8]| {
+            &mut |h: &Header, src: &[u8], p: Payload<'_, NoPull>| {
                 assert_eq!(src, &[7u8; NAME_LEN]);
-                assert_eq!(p, &h.tag.to_le_bytes());
+                assert_eq!(p.inline(), Some(&h.tag.to_le_bytes()[..]));
                 out.push(h.tag);
                 true
             },
@@ -385,7 +387,7 @@ mod tests {
         let mut n = 0;
         let mut first = true;
         let d = c.drain(
-            &mut |h: &Header, _: &[u8], _: &[u8]| {
+            &mut |h: &Header, _: &[u8], _: Payload<'_, NoPull>| {
                 assert_eq!(h.tag, 1);
                 !std::mem::take(&mut first)
             },
@@ -422,7 +424,7 @@ mod tests {
         let mut out = vec![];
         let mut n = 0;
         let d = c.drain(
-            &mut |h: &Header, _: &[u8], _: &[u8]| {
+            &mut |h: &Header, _: &[u8], _: Payload<'_, NoPull>| {
                 out.push(h.tag);
                 true
             },
@@ -439,7 +441,7 @@ mod tests {
         p.push(&hdr(0), &[&big], 2);
         let mut n = 0;
         c.drain(
-            &mut |_: &Header, _: &[u8], x: &[u8]| x.len() == RETAIN + 1,
+            &mut |_: &Header, _: &[u8], x: Payload<'_, NoPull>| x.len() == RETAIN + 1,
             &mut n,
         );
         assert_eq!(n, 1);
@@ -495,9 +497,9 @@ mod tests {
         let mut n = 0;
         while next < N {
             match c.drain(
-                &mut |h: &Header, _: &[u8], x: &[u8]| {
+                &mut |h: &Header, _: &[u8], x: Payload<'_, NoPull>| {
                     assert_eq!(h.tag, next);
-                    assert_eq!(x, &next.to_le_bytes());
+                    assert_eq!(x.inline(), Some(&next.to_le_bytes()[..]));
                     next += 1;
                     true
                 },

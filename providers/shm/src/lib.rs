@@ -42,6 +42,8 @@ mod region;
 mod stage;
 mod sys;
 mod transport;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

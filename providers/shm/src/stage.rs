@@ -141,6 +141,20 @@ impl Stage {
         })
     }
 
+    /// Waits, up to `linger`, until every staged payload was copied by its receiver
+    /// (or the receiver is gone): an endpoint closing right after a large send (a
+    /// process about to exit, say) still delivers it.
+    pub fn drain(&mut self, own: &Region, linger: std::time::Duration) {
+        let deadline = std::time::Instant::now() + linger;
+        loop {
+            self.reclaim(own, true);
+            if self.slots.iter().all(|s| !s.busy) || std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     fn free_slot(&self, len: usize) -> Option<usize> {
         if matches!(self.mode, Mode::Cma) && self.used + len > STAGE_PRIVATE_BYTES && self.used > 0
         {

@@ -7,7 +7,7 @@
 //! rereads the shared head only when the ring looks full; the consumer publishes its
 //! head once per poll that consumed something.
 //!
-//! Requests may fill a channel up to [`RESERVE_CELLS`] short of full; the reserve is
+//! Requests may fill a channel up to a quarter ([`RESERVE_DIV`]) short of full; the reserve is
 //! for responses, which are never refused: past it they wait in a private spill queue
 //! that every later send and every progress call retries first, in order.
 
@@ -27,8 +27,9 @@ use crate::peer::{self, Local, PeerRegion};
 use crate::region::{Region, CELL, CH_CLOSING};
 use crate::stage::{ShmPull, Stage};
 
-/// Cells of a channel kept free of requests, for responses.
-pub const RESERVE_CELLS: u64 = 256;
+/// Fraction of a channel's cells kept free of requests, for responses: one in
+/// `RESERVE_DIV`.
+pub const RESERVE_DIV: u64 = 4;
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
 
@@ -215,13 +216,14 @@ impl ShmTx {
         let inline_max = self.shared.tuning.inline_max;
         let mut left = false;
         for ch in &mut self.chans {
-            while let Some((hdr, body)) = ch.spill.front() {
-                match write_packet(ch, hdr, &[body], inline_max, 0, None) {
-                    Ok(()) => {
-                        ch.spill.pop_front();
-                    }
+            while let Some((hdr, body)) = ch.spill.pop_front() {
+                match write_packet(ch, &hdr, &[&body], inline_max, 0, None) {
+                    Ok(()) => {}
                     Err(_) if ch.peer.known_dead() => ch.spill.clear(),
-                    Err(_) => break,
+                    Err(_) => {
+                        ch.spill.push_front((hdr, body));
+                        break;
+                    }
                 }
             }
             left |= !ch.spill.is_empty();
@@ -230,8 +232,14 @@ impl ShmTx {
     }
 }
 
+/// How long a closing endpoint waits for receivers to copy its staged payloads.
+const LINGER: Duration = Duration::from_secs(5);
+
 impl Drop for ShmTx {
     fn drop(&mut self) {
+        if let Some(stage) = &mut self.stage {
+            stage.drain(&self.shared.region, LINGER);
+        }
         for ch in &self.chans {
             ch.peer
                 .region
@@ -380,6 +388,7 @@ impl Transport for ShmEp {
         let response = is_response(hdr.op);
         let inline_max = self.shared.tuning.inline_max;
         let len: usize = payload.iter().map(|p| p.len()).sum();
+        let cells = tx.chans[i].cells;
         let ch = &mut tx.chans[i];
         if !ch.spill.is_empty() {
             if !response {
@@ -388,7 +397,7 @@ impl Transport for ShmEp {
             ch.spill.push_back((*hdr, payload.concat()));
             return Ok(());
         }
-        let reserve = if response { 0 } else { RESERVE_CELLS };
+        let reserve = if response { 0 } else { cells / RESERVE_DIV };
         // Tracked before the packet is visible: the response may be polled by another
         // thread as soon as it is.
         let resp = response_of(hdr);

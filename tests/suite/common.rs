@@ -1,8 +1,33 @@
-//! Shared scaffolding of the conformance suites: the [`Api`] abstraction every test body
-//! is written against (implemented by the static stacks, [`St<S>`], and by the run-time
-//! dispatch layer, [`Dy<C>`]), node and pair setup over any API, format-independent views
-//! of CQ entries, bounded waits that drive progress on the peers, and the macros that
-//! instantiate one generic test body for the matrix of static stacks and dyn choices.
+//! Shared scaffolding of the conformance suites (`suite/msg.rs`, `suite/rma.rs`): the
+//! [`Api`] abstraction every test body is written against (implemented by the static
+//! stacks, [`St<S>`], and by the run-time dispatch layer, [`Dy<C>`]), node and pair setup
+//! over any API, format-independent views of CQ entries, bounded waits that drive progress
+//! on the peers, and the macros that instantiate one generic test body for the matrix of
+//! static stacks and dyn choices.
+//!
+//! # Running the suite on a provider
+//!
+//! Nothing here names a provider: everything goes through `crate::Prov`, a type alias the
+//! including test crate defines at its root. The loopback instantiation is
+//! `tests/conformance_msg.rs` and `tests/conformance_rma.rs`; to run the same suite on
+//! another provider (say `fabric_shm::Shm`), make the provider crate a dev-dependency of
+//! the root package and add one file per suite, e.g. `tests/shm_conformance_msg.rs`:
+//!
+//! ```ignore
+//! //! The message conformance suite on the shm provider.
+//!
+//! /// The provider under test.
+//! type Prov = fabric_shm::Shm;
+//!
+//! include!("suite/msg.rs");
+//! ```
+//!
+//! and `tests/shm_conformance_rma.rs` the same with `include!("suite/rma.rs")`. The body
+//! file declares this module itself (`#[path = "common.rs"] mod common;`). Limits a test
+//! depends on come from the provider (`<Prov as Provider>::INJECT_SIZE`, `MAX_MSG_SIZE`,
+//! `candidates()`) or from the `Info` that `getinfo` returns, never from constants of one
+//! provider; what is specific to loopback's address format lives in
+//! `tests/conformance_loopback.rs`.
 //!
 //! Test bodies call the objects' methods through the object-safe traits of
 //! `fabric::dynamic::ops` (which the static objects implement by delegating to their
@@ -27,12 +52,14 @@ use fabric::dynamic::{
 };
 use fabric::flags::{BindFlags, Caps, CqFlags};
 use fabric::prelude::ConstDefault;
+use fabric::Provider;
 use fabric::{
     getinfo, AddressVector, Completion, Config, Context, Counter, Cq, CqDataEntry, CqEntry,
     CqFormat, CqMsgEntry, CqTaggedEntry, Domain, Endpoint, Error, Fabric, FiAddr, Hints, Info,
     MemoryRegion, Progress, WaitSet,
 };
-use fabric_loopback::Loopback;
+
+use crate::Prov;
 
 pub use fabric::CqErrEntry;
 
@@ -327,8 +354,8 @@ impl<S: Conf> Api for St<S> {
     }
 }
 
-/// The provider list of the dyn instantiations.
-pub type Net = Registry<(Loopback,)>;
+/// The provider list of the dyn instantiations: the provider under test alone.
+pub type Net = Registry<(Prov,)>;
 
 /// A CQ entry type the dyn CQ reads into, and the format it opens its CQs with.
 pub trait DynRead: EntryView + 'static {
@@ -512,7 +539,7 @@ impl<C: DynCfg> Api for Dy<C> {
         let f = Net::fabric(info)?;
         let c = f.choice();
         // The run-time choice landed on the stack the instantiation asked for.
-        assert_eq!(c.provider, "loopback");
+        assert_eq!(c.provider, <Prov as Provider>::NAME);
         assert_eq!(c.threading, C::IMPL, "threading implementation");
         assert_eq!(c.progress == ProgressMode::Auto, Self::AUTO, "progress");
         assert_eq!(c.av_type, Self::AV, "AV type");
@@ -622,8 +649,10 @@ pub struct Node<A: Api> {
     pub info: Info,
 }
 
-/// Capabilities the suites ask for: every primary capability the loopback provider
-/// offers plus the secondary ones tests rely on (`FI_SOURCE`, `FI_DIRECTED_RECV`, ...).
+/// Capabilities the suites ask for: every primary capability of the core (messages,
+/// tagged, RMA, atomics, multi-receive, triggered operations, fences, RMA events) plus the
+/// secondary ones tests rely on (`FI_SOURCE`, `FI_DIRECTED_RECV`, ...). The provider
+/// under test must offer all of them.
 pub const TEST_CAPS: Caps = Caps::MSG
     .union(Caps::TAGGED)
     .union(Caps::RMA)
@@ -926,12 +955,15 @@ pub fn check_entry<E: EntryView>(
 /// Instantiates generic test bodies for one API, as module `$m`:
 ///
 /// ```ignore
-/// conformance!(default, St<Stack<Loopback>>, [msg_send, #[ignore = "why"] tagged_peek]);
+/// conformance!(default, St<Stack<Prov>>, [msg_send, #[ignore = "why"] tagged_peek]);
 /// ```
 ///
 /// Each listed name must be a generic `fn name<A: Api>()` in the including file; the
 /// generated `#[test] fn name()` calls `super::name::<$api>()`.
-#[macro_export]
+///
+/// This macro and [`conformance_matrix`] are textually scoped (`#[macro_use] mod common;`),
+/// not `#[macro_export]`ed: the module is declared inside an `include!`d file, and a
+/// macro-expanded exported macro cannot be named by a `$crate::` path.
 macro_rules! conformance {
     ($m:ident, $api:ty, [$($(#[$attr:meta])* $t:ident),* $(,)?]) => {
         mod $m {
@@ -951,64 +983,69 @@ macro_rules! conformance {
 /// Instantiates the listed generic tests for the whole matrix: the static stacks (the
 /// default stack, each threading level, auto progress, each CQ format and the map AV)
 /// and the same choices made at run time through `fabric::dynamic` over
-/// `Registry<(Loopback,)>`.
+/// `Registry<(Prov,)>`, where `Prov` is the provider alias of the including crate.
 ///
-/// | module          | API                                                                 |
-/// |-----------------|---------------------------------------------------------------------|
-/// | `default`       | `St<Stack<Loopback>>` (ThreadDomain, Manual, CqTagged, Table)       |
-/// | `safe`          | `St<Stack<Loopback, ThreadSafe>>`                                   |
-/// | `thread_ep_map` | `St<Stack<Loopback, ThreadEndpoint, Manual, CqTagged, Map>>`        |
-/// | `completion`    | `St<Stack<Loopback, ThreadCompletion, Manual>>`                     |
-/// | `safe_auto`     | `St<Stack<Loopback, ThreadSafe, Auto>>`                             |
-/// | `cq_context`    | `St<Stack<Loopback, ThreadDomain, Manual, CqContext>>`              |
-/// | `cq_msg`        | `St<Stack<Loopback, ThreadDomain, Manual, CqMsg>>`                  |
-/// | `cq_data`       | `St<Stack<Loopback, ThreadDomain, Manual, CqData>>`                 |
-/// | `dyn_default`   | `Dy<DynDefault>`: no hints; CQ entries read as `DynEntry`           |
-/// | `dyn_safe_auto` | `Dy<DynSafeAuto>`: `FI_THREAD_SAFE`, `FI_PROGRESS_AUTO`             |
-/// | `dyn_ep_map`    | `Dy<DynEpMap>`: `FI_THREAD_ENDPOINT`, `FI_AV_MAP`                   |
-/// | `dyn_cq_context`| `Dy<DynCqContext>`: `FI_CQ_FORMAT_CONTEXT` through the dyn CQ      |
-/// | `dyn_cq_msg`    | `Dy<DynCqMsg>`: `FI_CQ_FORMAT_MSG`                                  |
-/// | `dyn_cq_data`   | `Dy<DynCqData>`: `FI_CQ_FORMAT_DATA`                                |
-#[macro_export]
+/// | module          | API                                                             |
+/// |-----------------|-----------------------------------------------------------------|
+/// | `default`       | `St<Stack<Prov>>` (ThreadDomain, Manual, CqTagged, Table)       |
+/// | `safe`          | `St<Stack<Prov, ThreadSafe>>`                                   |
+/// | `thread_ep_map` | `St<Stack<Prov, ThreadEndpoint, Manual, CqTagged, Map>>`        |
+/// | `completion`    | `St<Stack<Prov, ThreadCompletion, Manual>>`                     |
+/// | `safe_auto`     | `St<Stack<Prov, ThreadSafe, Auto>>`                             |
+/// | `cq_context`    | `St<Stack<Prov, ThreadDomain, Manual, CqContext>>`              |
+/// | `cq_msg`        | `St<Stack<Prov, ThreadDomain, Manual, CqMsg>>`                  |
+/// | `cq_data`       | `St<Stack<Prov, ThreadDomain, Manual, CqData>>`                 |
+/// | `dyn_default`   | `Dy<DynDefault>`: no hints; CQ entries read as `DynEntry`       |
+/// | `dyn_safe_auto` | `Dy<DynSafeAuto>`: `FI_THREAD_SAFE`, `FI_PROGRESS_AUTO`         |
+/// | `dyn_ep_map`    | `Dy<DynEpMap>`: `FI_THREAD_ENDPOINT`, `FI_AV_MAP`               |
+/// | `dyn_cq_context`| `Dy<DynCqContext>`: `FI_CQ_FORMAT_CONTEXT` through the dyn CQ  |
+/// | `dyn_cq_msg`    | `Dy<DynCqMsg>`: `FI_CQ_FORMAT_MSG`                              |
+/// | `dyn_cq_data`   | `Dy<DynCqData>`: `FI_CQ_FORMAT_DATA`                            |
 macro_rules! conformance_matrix {
     ([$($tests:tt)*]) => {
-        $crate::conformance!(default, St<fabric::Stack<fabric_loopback::Loopback>>, [$($tests)*]);
-        $crate::conformance!(safe, St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe>>, [$($tests)*]);
-        $crate::conformance!(
+        conformance!(default, $crate::common::St<fabric::Stack<$crate::Prov>>, [$($tests)*]);
+        conformance!(
+            safe,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadSafe>>,
+            [$($tests)*]
+        );
+        conformance!(
             thread_ep_map,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadEndpoint, fabric::Manual, fabric::CqTagged, fabric::Map>>,
+            $crate::common::St<
+                fabric::Stack<$crate::Prov, fabric::ThreadEndpoint, fabric::Manual, fabric::CqTagged, fabric::Map>,
+            >,
             [$($tests)*]
         );
-        $crate::conformance!(
+        conformance!(
             completion,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadCompletion, fabric::Manual>>,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadCompletion, fabric::Manual>>,
             [$($tests)*]
         );
-        $crate::conformance!(
+        conformance!(
             safe_auto,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadSafe, fabric::Auto>>,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadSafe, fabric::Auto>>,
             [$($tests)*]
         );
-        $crate::conformance!(
+        conformance!(
             cq_context,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqContext>>,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqContext>>,
             [$($tests)*]
         );
-        $crate::conformance!(
+        conformance!(
             cq_msg,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqMsg>>,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqMsg>>,
             [$($tests)*]
         );
-        $crate::conformance!(
+        conformance!(
             cq_data,
-            St<fabric::Stack<fabric_loopback::Loopback, fabric::ThreadDomain, fabric::Manual, fabric::CqData>>,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqData>>,
             [$($tests)*]
         );
-        $crate::conformance!(dyn_default, Dy<DynDefault>, [$($tests)*]);
-        $crate::conformance!(dyn_safe_auto, Dy<DynSafeAuto>, [$($tests)*]);
-        $crate::conformance!(dyn_ep_map, Dy<DynEpMap>, [$($tests)*]);
-        $crate::conformance!(dyn_cq_context, Dy<DynCqContext>, [$($tests)*]);
-        $crate::conformance!(dyn_cq_msg, Dy<DynCqMsg>, [$($tests)*]);
-        $crate::conformance!(dyn_cq_data, Dy<DynCqData>, [$($tests)*]);
+        conformance!(dyn_default, $crate::common::Dy<$crate::common::DynDefault>, [$($tests)*]);
+        conformance!(dyn_safe_auto, $crate::common::Dy<$crate::common::DynSafeAuto>, [$($tests)*]);
+        conformance!(dyn_ep_map, $crate::common::Dy<$crate::common::DynEpMap>, [$($tests)*]);
+        conformance!(dyn_cq_context, $crate::common::Dy<$crate::common::DynCqContext>, [$($tests)*]);
+        conformance!(dyn_cq_msg, $crate::common::Dy<$crate::common::DynCqMsg>, [$($tests)*]);
+        conformance!(dyn_cq_data, $crate::common::Dy<$crate::common::DynCqData>, [$($tests)*]);
     };
 }

@@ -1,0 +1,794 @@
+//! The shm provider between real processes. Each test re-runs this test binary as
+//! child processes (`child_entry`, ignored in normal runs) that take a role; the
+//! parent relays endpoint names between them over the children's stdin/stdout, the way
+//! `fi_pingpong` ships names over its control socket, and checks what they report.
+//!
+//! Roles run on any stack of the configuration matrix (threading level, progress
+//! model, AV type), chosen with `FABRIC_SHM_STACK`; `FABRIC_SHM_CMA=0` in a child's
+//! environment forces the bounce-buffer path for its large payloads.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use fabric::prelude::*;
+use fabric_shm::Shm;
+
+const ROLE: &str = "FABRIC_SHM_ROLE";
+const STACK: &str = "FABRIC_SHM_STACK";
+/// Longest any single wait may take before the test fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------
+// Parent side: spawning children and talking to them
+// ---------------------------------------------------------------------------------
+
+struct Kid {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Kid {
+    fn spawn(role: &str, stack: &str, env: &[(&str, &str)]) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["child_entry", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .env(STACK, stack)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn child");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                // libtest may have printed "test child_entry ... " on the same line.
+                if let Some(at) = line.find("@@ ") {
+                    if tx.send(line[at + 3..].to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Kid {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next line the child reports (without the "@@ " marker).
+    #[track_caller]
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(DEADLINE)
+            .expect("child reported nothing in time")
+    }
+
+    /// The next report, which must start with `word`; returns the rest.
+    #[track_caller]
+    fn expect(&self, word: &str) -> String {
+        let l = self.line();
+        match l.strip_prefix(word) {
+            Some(rest) => rest.trim().to_string(),
+            None => panic!("child said {l:?}, expected {word}"),
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write to child");
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits for a clean exit.
+    #[track_caller]
+    fn finish(mut self) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "child failed: {st}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "child did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs roles `a` and `b` in two children on `stack`, relaying their names; both must
+/// succeed.
+fn run_pair(a: &str, b: &str, stack: &str, env: &[(&str, &str)]) {
+    let mut ka = Kid::spawn(a, stack, env);
+    let mut kb = Kid::spawn(b, stack, env);
+    let na = ka.expect("NAME");
+    let nb = kb.expect("NAME");
+    ka.say(&format!("PEER {nb}"));
+    kb.say(&format!("PEER {na}"));
+    ka.finish();
+    kb.finish();
+}
+
+fn shm_files() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------------
+// Endpoints on any stack
+// ---------------------------------------------------------------------------------
+
+struct Node<S: Config> {
+    ep: Endpoint<S>,
+    cq: Cq<S>,
+    av: AddressVector<S>,
+    domain: Domain<S>,
+    _fabric: Fabric<S>,
+}
+
+fn node<S: Config>() -> Node<S> {
+    let hints = Hints::new()
+        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
+    let fabric = Fabric::<S>::open(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let cq = domain.cq(&CqAttr::DEFAULT).expect("cq");
+    let av = domain.av(&AvAttr::DEFAULT).expect("av");
+    let ep = domain.endpoint(&info).expect("endpoint");
+    ep.bind_av(&av).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    ep.enable().unwrap();
+    Node {
+        ep,
+        cq,
+        av,
+        domain,
+        _fabric: fabric,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+/// One completion (or error entry) from `cq`, progressing while waiting.
+#[track_caller]
+fn next<S: Config>(n: &Node<S>) -> std::result::Result<CqTaggedEntry, CqErrEntry>
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        match n.cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Err(Error::Avail) => return Err(n.cq.read_err().unwrap()),
+            Ok(_) | Err(Error::Again) => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        n.domain.progress();
+        assert!(Instant::now() < deadline, "no completion in time");
+        std::hint::spin_loop();
+    }
+}
+
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
+        .collect()
+}
+
+/// FNV-1a, to compare memory across processes.
+fn digest(b: &[u8]) -> u64 {
+    b.iter()
+        .fold(0xcbf29ce484222325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100000001b3))
+}
+
+/// Sizes crossing every path: compact (one line), full header, several cells, the
+/// largest inline payload, staged payloads.
+const SIZES: &[usize] = &[0, 1, 8, 48, 49, 200, 4096, 8192, 8193, 65536, 1 << 20, 4 << 20];
+
+// ---------------------------------------------------------------------------------
+// Child side: roles
+// ---------------------------------------------------------------------------------
+
+struct Ctl {
+    lines: Receiver<String>,
+}
+
+impl Ctl {
+    fn new() -> Ctl {
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ctl { lines }
+    }
+
+    fn report(&self, s: &str) {
+        println!("@@ {s}");
+        std::io::stdout().flush().unwrap();
+    }
+
+    fn expect(&self, word: &str) -> String {
+        let l = self.lines.recv_timeout(DEADLINE).expect("parent said nothing");
+        l.strip_prefix(word)
+            .unwrap_or_else(|| panic!("parent said {l:?}, expected {word}"))
+            .trim()
+            .to_string()
+    }
+
+    fn try_line(&self) -> Option<String> {
+        self.lines.try_recv().ok()
+    }
+
+    /// Exchanges names: reports ours, learns the peer's.
+    fn connect<S: Config>(&self, n: &Node<S>) -> FiAddr {
+        self.report(&format!("NAME {}", hex(&n.ep.name())));
+        let peer = unhex(&self.expect("PEER"));
+        n.av.insert(&peer).expect("av insert")
+    }
+}
+
+/// Receives every message of [`SIZES`] (tagged and untagged, with and without remote
+/// CQ data) and sends it back.
+fn role_echo<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut buf = vec![0u8; 4 << 20];
+    let n = node::<S>();
+    let peer = ctl.connect(&n);
+    for (i, &size) in SIZES.iter().enumerate() {
+        for tagged in [false, true] {
+            let tag = i as u64 * 2 + tagged as u64;
+            // SAFETY: `buf` outlives the node and is read only after the completion.
+            unsafe {
+                if tagged {
+                    n.ep.trecv(&mut buf, FiAddr::UNSPEC, tag, 0, Context(1)).unwrap();
+                } else {
+                    n.ep.recv(&mut buf, FiAddr::UNSPEC, Context(1)).unwrap();
+                }
+            }
+            let e = next(&n).expect("receive");
+            assert_eq!(e.len, size);
+            if tagged {
+                assert_eq!(e.tag, tag);
+            }
+            let back = buf[..size].to_vec();
+            loop {
+                let r = if tagged {
+                    n.ep.tsenddata(&back, e.data, peer, tag, Context(2))
+                } else {
+                    n.ep.senddata(&back, e.data, peer, Context(2))
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(Error::Again) => {
+                        n.domain.progress();
+                    }
+                    Err(err) => panic!("echo send: {err}"),
+                }
+            }
+            next(&n).expect("echo send completion");
+        }
+    }
+    ctl.report("DONE");
+}
+
+/// Sends every message of [`SIZES`] and checks the echo.
+fn role_drive_echo<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut buf = vec![0u8; 4 << 20];
+    let n = node::<S>();
+    let peer = ctl.connect(&n);
+    for (i, &size) in SIZES.iter().enumerate() {
+        for tagged in [false, true] {
+            let tag = i as u64 * 2 + tagged as u64;
+            let data = 0xd00d_0000 + tag;
+            let msg = pattern(size, tag);
+            // SAFETY: as in `role_echo`.
+            unsafe {
+                if tagged {
+                    n.ep.trecv(&mut buf, peer, tag, 0, Context(3)).unwrap();
+                } else {
+                    n.ep.recv(&mut buf, peer, Context(3)).unwrap();
+                }
+            }
+            loop {
+                let r = if tagged {
+                    n.ep.tsenddata(&msg, data, peer, tag, Context(4))
+                } else {
+                    n.ep.senddata(&msg, data, peer, Context(4))
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(Error::Again) => {
+                        n.domain.progress();
+                    }
+                    Err(err) => panic!("send: {err}"),
+                }
+            }
+            let mut got_send = false;
+            let mut got_recv = false;
+            while !(got_send && got_recv) {
+                let e = next(&n).expect("completion");
+                if e.op_context == Context(4) {
+                    got_send = true;
+                } else {
+                    assert_eq!(e.op_context, Context(3));
+                    assert_eq!(e.len, size, "size {size} tagged {tagged}");
+                    assert_eq!(e.data, data);
+                    assert!(buf[..size] == msg[..], "echo of {size} bytes differs");
+                    got_recv = true;
+                }
+            }
+        }
+    }
+    ctl.report("DONE");
+}
+
+const RW_KEY: u64 = 0x5151;
+const RO_KEY: u64 = 0x7272;
+const RW_LEN: usize = 1 << 20;
+const RO_LEN: usize = 4096;
+
+/// Registers a read-write and a read-only region, serves RMA and atomics until told to
+/// stop, then reports digests of both regions.
+fn role_rma_target<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut rw = vec![0u8; RW_LEN];
+    let mut ro = pattern(RO_LEN, 99);
+    let n = node::<S>();
+    let attr = |access, key| MrAttr {
+        access,
+        offset: 0,
+        requested_key: key,
+        context: 0,
+    };
+    let mr_rw = n
+        .domain
+        .mr_reg(&mut rw, &attr(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, RW_KEY))
+        .unwrap();
+    let mr_ro = n.domain.mr_reg(&mut ro, &attr(MrAccess::REMOTE_READ, RO_KEY)).unwrap();
+    mr_rw.bind_ep(&n.ep).ok();
+    mr_ro.bind_ep(&n.ep).ok();
+    let _peer = ctl.connect(&n);
+    loop {
+        n.domain.progress();
+        if let Some(l) = ctl.try_line() {
+            assert_eq!(l, "STOP");
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let mut a = vec![0u8; RW_LEN];
+    let mut b = vec![0u8; RO_LEN];
+    mr_rw.read(0, &mut a).unwrap();
+    mr_ro.read(0, &mut b).unwrap();
+    ctl.report(&format!("DIGEST {:x} {:x}", digest(&a), digest(&b)));
+}
+
+/// Drives RMA and atomics against an `rma_target`, checking every result, then checks
+/// the target's memory through its digests.
+fn role_drive_rma<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = ctl.connect(&n);
+    let mut model = vec![0u8; RW_LEN];
+    // Writes of every path, then reads of the same ranges.
+    for (off, size) in [(0usize, 8usize), (100, 4096), (8192, 8193), (65536, 300_000)] {
+        let data = pattern(size, off as u64);
+        n.ep.write(&data, peer, off as u64, RW_KEY, Context(10)).unwrap();
+        next(&n).expect("write");
+        model[off..off + size].copy_from_slice(&data);
+        let mut back = vec![0u8; size];
+        // SAFETY: `back` lives until the read's completion is taken just below.
+        unsafe { n.ep.read(&mut back, peer, off as u64, RW_KEY, Context(11)).unwrap() };
+        let e = next(&n).expect("read");
+        assert_eq!(e.op_context, Context(11));
+        assert!(back == data, "read back {size} bytes differs");
+    }
+    // Fetch-add: 100 increments, each returning the previous value.
+    let at = 500_000u64;
+    for i in 0..100u64 {
+        let mut old = [0u8; 8];
+        // SAFETY: `old` lives until the completion below.
+        unsafe {
+            n.ep.fetch_atomic(
+                &1u64.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                peer,
+                at,
+                RW_KEY,
+                Context(12),
+            )
+            .unwrap()
+        };
+        next(&n).expect("fetch-add");
+        assert_eq!(u64::from_ne_bytes(old), i);
+    }
+    model[at as usize..at as usize + 8].copy_from_slice(&100u64.to_ne_bytes());
+    // Compare-swap 100 -> 7.
+    let mut old = [0u8; 8];
+    // SAFETY: `old` lives until the completion below.
+    unsafe {
+        n.ep.compare_atomic(
+            &7u64.to_ne_bytes(),
+            &100u64.to_ne_bytes(),
+            &mut old,
+            Datatype::Uint64,
+            AtomicOp::Cswap,
+            peer,
+            at,
+            RW_KEY,
+            Context(13),
+        )
+        .unwrap()
+    };
+    next(&n).expect("cswap");
+    assert_eq!(u64::from_ne_bytes(old), 100);
+    model[at as usize..at as usize + 8].copy_from_slice(&7u64.to_ne_bytes());
+    // Errors: wrong key, one byte out of range, no write permission, large and small.
+    let junk = vec![0xeeu8; 20_000];
+    let cases: [(&[u8], u64, u64, Error); 5] = [
+        (&junk[..8], 0, 0xbad, Error::Access),
+        (&junk[..8], (RW_LEN - 7) as u64, RW_KEY, Error::Access),
+        (&junk[..], (RW_LEN - 19_999) as u64, RW_KEY, Error::Access),
+        (&junk[..8], 0, RO_KEY, Error::Access),
+        (&junk[..], 0, RO_KEY, Error::Access),
+    ];
+    for (i, (buf, addr, key, _)) in cases.iter().enumerate() {
+        n.ep.write(buf, peer, *addr, *key, Context(20 + i)).unwrap();
+        let e = next(&n).expect_err("bad write must fail");
+        assert_eq!(e.context, Context(20 + i));
+        assert!(
+            matches!(e.err, Error::Access | Error::Fault | Error::Inval | Error::KeyRejected),
+            "bad write {i}: {:?}",
+            e.err
+        );
+    }
+    let mut old = [0u8; 8];
+    // SAFETY: `old` lives until the completion below.
+    unsafe {
+        n.ep.fetch_atomic(
+            &1u64.to_ne_bytes(),
+            &mut old,
+            Datatype::Uint64,
+            AtomicOp::Sum,
+            peer,
+            0,
+            RO_KEY,
+            Context(30),
+        )
+        .unwrap()
+    };
+    assert!(next(&n).is_err(), "atomic into a read-only region must fail");
+    let mut back = vec![0u8; 16];
+    // SAFETY: `back` lives until the completion below.
+    unsafe { n.ep.read(&mut back, peer, (RO_LEN - 8) as u64, RO_KEY, Context(31)).unwrap() };
+    assert!(next(&n).is_err(), "read past the end must fail");
+    // The target's memory is exactly the model.
+    let want = format!("{:x} {:x}", digest(&model), digest(&pattern(RO_LEN, 99)));
+    ctl.report(&format!("WANT {want}"));
+}
+
+/// Connects, then never progresses: everything sent to it stays pending.
+fn role_hold<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let _peer = ctl.connect(&n);
+    ctl.report("HOLDING");
+    std::thread::sleep(DEADLINE * 2);
+}
+
+/// Sends `FLOOD` tagged messages as fast as it can, retrying on EAGAIN.
+fn role_flood<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = ctl.connect(&n);
+    let mut again = 0u64;
+    let mut reported = false;
+    for i in 0..FLOOD {
+        let msg = pattern(64, i);
+        loop {
+            match n.ep.tinject(&msg, peer, i) {
+                Ok(()) => break,
+                Err(Error::Again) => {
+                    again += 1;
+                    if again == 1000 && !reported {
+                        ctl.report(&format!("BLOCKED {i}"));
+                        reported = true;
+                    }
+                    n.domain.progress();
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("flood send {i}: {e}"),
+            }
+        }
+    }
+    ctl.report(&format!("SENT {again}"));
+    ctl.expect("BYE");
+}
+
+const FLOOD: u64 = 20_000;
+
+macro_rules! with_stack {
+    ($name:expr, $f:ident $(, $arg:expr)*) => {
+        match $name {
+            "default" => $f::<Stack<Shm>>($($arg),*),
+            "safe" => $f::<Stack<Shm, ThreadSafe>>($($arg),*),
+            "safe_auto" => $f::<Stack<Shm, ThreadSafe, Auto>>($($arg),*),
+            "domain_map" => $f::<Stack<Shm, ThreadDomain, Manual, CqTagged, Map>>($($arg),*),
+            "endpoint" => $f::<Stack<Shm, ThreadEndpoint>>($($arg),*),
+            "completion_auto_map" => $f::<Stack<Shm, ThreadCompletion, Auto, CqTagged, Map>>($($arg),*),
+            other => panic!("unknown stack {other}"),
+        }
+    };
+}
+
+/// The configurations the cross-process tests run on.
+const STACKS: &[&str] = &[
+    "default",
+    "safe",
+    "safe_auto",
+    "domain_map",
+    "endpoint",
+    "completion_auto_map",
+];
+
+/// Entry point of child processes (does nothing unless started as one).
+#[test]
+#[ignore = "child process of the multi-process tests"]
+fn child_entry() {
+    let (Ok(role), Ok(stack)) = (std::env::var(ROLE), std::env::var(STACK)) else {
+        return;
+    };
+    let ctl = Ctl::new();
+    match role.as_str() {
+        "echo" => with_stack!(stack.as_str(), role_echo, &ctl),
+        "drive_echo" => with_stack!(stack.as_str(), role_drive_echo, &ctl),
+        "rma_target" => with_stack!(stack.as_str(), role_rma_target, &ctl),
+        "drive_rma" => with_stack!(stack.as_str(), role_drive_rma, &ctl),
+        "hold" => with_stack!(stack.as_str(), role_hold, &ctl),
+        "flood" => with_stack!(stack.as_str(), role_flood, &ctl),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------
+
+/// Messages of every size class and kind cross between two processes and come back
+/// intact, on every stack of the matrix.
+#[test]
+fn echo_across_processes_every_stack() {
+    for stack in STACKS {
+        run_pair("echo", "drive_echo", stack, &[]);
+    }
+}
+
+/// The same with large payloads through the bounce-buffer fallback in both processes.
+#[test]
+fn echo_across_processes_bounce_buffers() {
+    for stack in ["default", "safe_auto"] {
+        run_pair("echo", "drive_echo", stack, &[("FABRIC_SHM_CMA", "0")]);
+    }
+}
+
+/// RMA and atomics between processes: results, error entries for a wrong key, out of
+/// range and no permission, and the target's memory exactly as the model says.
+#[test]
+fn rma_and_atomics_across_processes() {
+    for (stack, env) in [
+        ("default", &[][..]),
+        ("safe_auto", &[][..]),
+        ("domain_map", &[][..]),
+        ("default", &[("FABRIC_SHM_CMA", "0")][..]),
+    ] {
+        let mut t = Kid::spawn("rma_target", stack, env);
+        let mut d = Kid::spawn("drive_rma", stack, env);
+        let nt = t.expect("NAME");
+        let nd = d.expect("NAME");
+        t.say(&format!("PEER {nd}"));
+        d.say(&format!("PEER {nt}"));
+        let want = d.expect("WANT");
+        t.say("STOP");
+        assert_eq!(t.expect("DIGEST"), want, "stack {stack} env {env:?}");
+        t.finish();
+        d.finish();
+    }
+}
+
+/// A peer killed with SIGKILL while sends, RMA and atomics wait on it: every pending
+/// operation completes with an error entry within a bounded time, later sends fail, and
+/// nothing is left in /dev/shm.
+#[test]
+fn peer_killed_mid_stream() {
+    type S = Stack<Shm>;
+    let before = shm_files();
+    // Buffers the node may write are declared before it, so they outlive it.
+    let mut reads = vec![[0u8; 64]; 8];
+    let mut fetched = vec![[0u8; 8]; 8];
+    let mut kid = Kid::spawn("hold", "default", &[]);
+    let n = node::<S>();
+    let name = unhex(&kid.expect("NAME"));
+    let peer = n.av.insert(&name).unwrap();
+    kid.say(&format!("PEER {}", hex(&n.ep.name())));
+    kid.expect("HOLDING");
+    let big = pattern(100_000, 1);
+    let mut pending = 0usize;
+    for i in 0..8usize {
+        let msg = TaggedMsg {
+            iov: &[if i % 2 == 0 { &big[..] } else { &big[..8] }],
+            addr: peer,
+            tag: i as u64,
+            context: Context(100 + i),
+            data: 0,
+        };
+        n.ep.tsendmsg(&msg, OpFlags::DELIVERY_COMPLETE).unwrap();
+        n.ep.write(&big[..4096], peer, 0, 1, Context(200 + i)).unwrap();
+        pending += 2;
+    }
+    for (i, r) in reads.iter_mut().enumerate() {
+        // SAFETY: the buffers outlive the node (declared before it is dropped at the
+        // end of the test, after every completion was read).
+        unsafe { n.ep.read(r, peer, 0, 1, Context(300 + i)).unwrap() };
+        pending += 1;
+    }
+    for (i, f) in fetched.iter_mut().enumerate() {
+        // SAFETY: as above.
+        unsafe {
+            n.ep.fetch_atomic(
+                &1u64.to_ne_bytes(),
+                f,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                peer,
+                0,
+                1,
+                Context(400 + i),
+            )
+            .unwrap()
+        };
+        pending += 1;
+    }
+    // Nothing completes while the peer holds.
+    let mut e = [CqTaggedEntry::default(); 4];
+    for _ in 0..1000 {
+        n.domain.progress();
+    }
+    assert_eq!(n.cq.read(&mut e), Err(Error::Again));
+    // SIGKILL mid-stream.
+    kid.child.kill().unwrap();
+    kid.child.wait().unwrap();
+    let killed = Instant::now();
+    let mut errors = 0;
+    while errors < pending {
+        match n.cq.read(&mut e) {
+            Err(Error::Avail) => {
+                let err = n.cq.read_err().unwrap();
+                assert_eq!(err.err, Error::HostUnreach, "{err:?}");
+                errors += 1;
+            }
+            Ok(k) => panic!("{k} successful completions from a dead peer: {:?}", &e[..k]),
+            Err(Error::Again) => {}
+            Err(err) => panic!("{err}"),
+        }
+        n.domain.progress();
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "only {errors} of {pending} operations failed within 5 s of the kill"
+        );
+    }
+    let took = killed.elapsed();
+    eprintln!("all {pending} pending operations failed {took:?} after SIGKILL");
+    // Later sends fail at once or with an error entry; nothing hangs.
+    match n.ep.tsend(&big[..8], peer, 1, Context(500)) {
+        Err(Error::HostUnreach) => {}
+        Ok(()) => {}
+        Err(e) => panic!("send to a dead peer: {e}"),
+    }
+    assert_eq!(shm_files(), before, "files left in /dev/shm");
+}
+
+/// A sender flooding a receiver that posts nothing: it sees EAGAIN, memory stays
+/// bounded, and once receives are posted every message arrives exactly once, in order.
+#[test]
+fn flood_backpressure_then_all_delivered() {
+    type S = Stack<Shm>;
+    let my_rss = || -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            })
+            .unwrap_or(0)
+    };
+    let mut kid = Kid::spawn("flood", "default", &[]);
+    let n = node::<S>();
+    let name = unhex(&kid.expect("NAME"));
+    let peer = n.av.insert(&name).unwrap();
+    kid.say(&format!("PEER {}", hex(&n.ep.name())));
+    let rss0 = my_rss();
+    // Progress without receives until the sender is blocked.
+    let blocked_at: u64 = loop {
+        n.domain.progress();
+        if let Ok(l) = kid.lines.try_recv() {
+            let at = l.strip_prefix("BLOCKED").expect("BLOCKED").trim().parse().unwrap();
+            break at;
+        }
+    };
+    assert!(blocked_at < FLOOD, "the sender never saw EAGAIN");
+    for _ in 0..10_000 {
+        n.domain.progress();
+    }
+    let grown = my_rss().saturating_sub(rss0);
+    assert!(grown < 64 * 1024, "receiver grew by {grown} KiB while flooded");
+    // Now receive everything, in order, once.
+    let mut buf = [0u8; 64];
+    for i in 0..FLOOD {
+        // SAFETY: `buf` is read only after this receive's completion.
+        unsafe { n.ep.trecv(&mut buf, peer, i, 0, Context(1)).unwrap() };
+        let e = next(&n).expect("receive");
+        assert_eq!(e.tag, i);
+        assert_eq!(&buf[..], &pattern(64, i)[..], "message {i}");
+    }
+    let again: u64 = kid.expect("SENT").parse().unwrap();
+    assert!(again >= 1000);
+    // Nothing more arrives.
+    let mut e = [CqTaggedEntry::default(); 1];
+    for _ in 0..1000 {
+        n.domain.progress();
+    }
+    assert_eq!(n.cq.read(&mut e), Err(Error::Again));
+    kid.say("BYE");
+    kid.finish();
+}
