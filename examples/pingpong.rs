@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use common::{
     check, cnt_str, fill, parse_size, size_str, test_sizes, Call, Ctrl, Failure, Objects, PeerArgs,
-    Prov, Res, Role, Sizes, Tool, Watch,
+    Res, Setup, Sizes, Tool, Watch,
 };
 use fabric::info::ep_type_name;
 use fabric::prelude::*;
@@ -110,8 +110,7 @@ struct Args {
 /// Validated options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Opts {
-    prov: Prov,
-    role: Role,
+    setup: Setup,
     domain: Option<String>,
     ep_type: EpType,
     tagged: bool,
@@ -141,13 +140,12 @@ fn parse_mode(s: &str) -> Res<bool> {
 
 impl Opts {
     fn from_args(a: &Args) -> Res<Opts> {
-        let (prov, role) = a.peer.role()?;
+        let setup = a.peer.setup(a.debug)?;
         if a.iterations == Some(0) {
             return Err(Failure::usage("-I: the iteration count must be at least 1"));
         }
         Ok(Opts {
-            prov,
-            role,
+            setup,
             domain: a.domain.clone(),
             ep_type: parse_ep_type(&a.ep_type)?,
             tagged: parse_mode(&a.mode)?,
@@ -236,7 +234,7 @@ impl Perf {
     /// `--json`: one object per size, unformatted numbers.
     fn json(&self, opts: &Opts) -> String {
         serde_json::json!({
-            "provider": opts.prov.name(),
+            "provider": opts.setup.prov.name(),
             "ep_type": ep_type_name(opts.ep_type),
             "mode": if opts.tagged { "tagged" } else { "msg" },
             "bytes": self.size,
@@ -518,10 +516,8 @@ fn run(opts: &Opts, child_args: &[OsString], out: &mut dyn Write) -> Res<Vec<Per
     let mut header = !opts.json;
     common::run(
         &PingPong { opts },
-        opts.prov,
-        &opts.role,
+        &opts.setup,
         child_args,
-        opts.debug,
         &mut |p: Perf| {
             let text = if opts.json {
                 p.json(opts)
@@ -545,7 +541,7 @@ fn main() -> ExitCode {
     match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("{}", f.msg);
+            common::print_failure(&f, args.peer.spawned);
             ExitCode::from(f.exit_code())
         }
     }
@@ -554,7 +550,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::CtrlSpec;
+    use common::{CtrlSpec, Prov, Role};
 
     fn opts(cli: &[&str]) -> Res<Opts> {
         let a = Args::try_parse_from(std::iter::once("pingpong").chain(cli.iter().copied()))
@@ -565,8 +561,8 @@ mod tests {
     #[test]
     fn defaults_match_fi_pingpong() {
         let o = opts(&[]).unwrap();
-        assert_eq!(o.prov, Prov::Shm);
-        assert_eq!(o.role, Role::Pair { ipv6: false });
+        assert_eq!(o.setup.prov, Prov::Shm);
+        assert_eq!(o.setup.role, Role::Pair { ipv6: false });
         assert_eq!(o.ep_type, EpType::Dgram);
         assert!(!o.tagged && !o.check && !o.json && !o.debug);
         assert_eq!(o.sizes, Sizes::Default);
@@ -582,8 +578,8 @@ mod tests {
             "--json", "-d", "loopback",
         ])
         .unwrap();
-        assert_eq!(o.prov, Prov::Loopback);
-        assert_eq!(o.role, Role::Threads(CtrlSpec::InMemory));
+        assert_eq!(o.setup.prov, Prov::Loopback);
+        assert_eq!(o.setup.role, Role::Threads(CtrlSpec::InMemory));
         assert_eq!(o.ep_type, EpType::Rdm);
         assert_eq!(o.iterations_for(1 << 20), 5);
         assert_eq!(o.sizes, Sizes::One(4096));
@@ -592,14 +588,14 @@ mod tests {
         assert_eq!(opts(&["-S", "100"]).unwrap().sizes, Sizes::One(100));
         assert_eq!(opts(&["-e", "msg"]).unwrap().ep_type, EpType::Msg);
         assert_eq!(
-            opts(&["127.0.0.1", "-P", "6000"]).unwrap().role,
+            opts(&["127.0.0.1", "-P", "6000"]).unwrap().setup.role,
             Role::Client {
                 host: "127.0.0.1".into(),
                 port: 6000
             }
         );
         assert_eq!(
-            opts(&["-B", "5000"]).unwrap().role,
+            opts(&["-B", "5000"]).unwrap().setup.role,
             Role::Server {
                 port: 5000,
                 ipv6: false,
@@ -607,7 +603,10 @@ mod tests {
             }
         );
         assert_eq!(
-            opts(&["-p", "loopback", "-P", "6000", "-6"]).unwrap().role,
+            opts(&["-p", "loopback", "-P", "6000", "-6"])
+                .unwrap()
+                .setup
+                .role,
             Role::Threads(CtrlSpec::Tcp {
                 listen: common::DEFAULT_CTRL_PORT,
                 connect: Some(6000),
@@ -742,7 +741,7 @@ mod tests {
     fn end_to_end_dgram_tagged_checked_json_over_tcp() {
         let mut o = opts(&["-p", "loopback", "-I", "50", "-m", "tagged", "-c", "--json"]).unwrap();
         // Any free port: the client connects wherever the server listens.
-        o.role = Role::Threads(CtrlSpec::Tcp {
+        o.setup.role = Role::Threads(CtrlSpec::Tcp {
             listen: 0,
             connect: None,
             ipv6: false,
@@ -773,5 +772,27 @@ mod tests {
         );
         assert!(r.iter().all(|p| p.sent == 20 && p.acked == 20));
         assert_eq!(out.lines().count(), 1 + common::DEFAULT_SIZES.len());
+    }
+
+    #[test]
+    fn end_to_end_shm_in_process() {
+        // Inline (4k) and staged (64k) payloads, checked.
+        for size in ["4k", "64k"] {
+            let o = opts(&[
+                "--threads",
+                "-e",
+                "rdm",
+                "-m",
+                "tagged",
+                "-I",
+                "50",
+                "-S",
+                size,
+                "-c",
+            ])
+            .unwrap();
+            let (r, _) = run_quiet(&o).unwrap();
+            assert_eq!((r[0].sent, r[0].acked), (50, 50));
+        }
     }
 }

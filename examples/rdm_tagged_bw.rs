@@ -41,9 +41,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use common::{
-    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Prov, Res, Role, Tool, Watch,
-};
+use common::{BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Res, Setup, Tool, Watch};
 use fabric::prelude::*;
 
 /// Tag of the data messages.
@@ -70,17 +68,14 @@ struct Args {
 /// Validated options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Opts {
-    prov: Prov,
-    role: Role,
+    setup: Setup,
     bw: BwOpts,
 }
 
 impl Opts {
     fn from_args(a: &Args) -> Res<Opts> {
-        let (prov, role) = a.peer.role()?;
         Ok(Opts {
-            prov,
-            role,
+            setup: a.peer.setup(a.bw.debug)?,
             bw: a.bw.opts()?,
         })
     }
@@ -97,7 +92,7 @@ impl Perf {
     fn json(&self, opts: &Opts) -> String {
         let b = &self.bw;
         serde_json::json!({
-            "provider": opts.prov.name(),
+            "provider": opts.setup.prov.name(),
             "bytes": b.size,
             "iters": b.iters,
             "window": b.window,
@@ -342,10 +337,8 @@ fn run(opts: &Opts, child_args: &[OsString], out: &mut dyn Write) -> Res<Vec<Per
     let mut header = !opts.bw.json;
     common::run(
         &TaggedBw { opts },
-        opts.prov,
-        &opts.role,
+        &opts.setup,
         child_args,
-        opts.bw.debug,
         &mut |p: Perf| {
             let text = if opts.bw.json {
                 p.json(opts)
@@ -369,7 +362,7 @@ fn main() -> ExitCode {
     match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("{}", f.msg);
+            common::print_failure(&f, args.peer.spawned);
             ExitCode::from(f.exit_code())
         }
     }
@@ -378,7 +371,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::{CtrlSpec, Sizes};
+    use common::{CtrlSpec, Prov, Role, Sizes};
 
     fn opts(cli: &[&str]) -> Res<Opts> {
         let a = Args::try_parse_from(std::iter::once("rdm_tagged_bw").chain(cli.iter().copied()))
@@ -389,8 +382,8 @@ mod tests {
     #[test]
     fn options_parse() {
         let o = opts(&[]).unwrap();
-        assert_eq!(o.prov, Prov::Shm);
-        assert_eq!(o.role, Role::Pair { ipv6: false });
+        assert_eq!(o.setup.prov, Prov::Shm);
+        assert_eq!(o.setup.role, Role::Pair { ipv6: false });
         assert_eq!(
             (o.bw.window, o.bw.warmup, o.bw.sizes),
             (64, 10, Sizes::Default)
@@ -402,7 +395,7 @@ mod tests {
             "-p", "loopback", "-S", "all", "-W", "8", "-I", "7", "-w", "0", "--json",
         ])
         .unwrap();
-        assert_eq!(o.role, Role::Threads(CtrlSpec::InMemory));
+        assert_eq!(o.setup.role, Role::Threads(CtrlSpec::InMemory));
         assert_eq!((o.bw.window, o.bw.warmup, o.bw.sizes), (8, 0, Sizes::All));
         assert_eq!(o.bw.iterations_for(1 << 20), 7);
         assert!(o.bw.json);
@@ -473,5 +466,15 @@ mod tests {
         assert_eq!(r[0].bw.iters, 50);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["window"], 1);
+    }
+
+    #[test]
+    fn end_to_end_shm_in_process() {
+        let mut o = opts(&["--threads", "-I", "100", "-w", "2", "-W", "8"]).unwrap();
+        for size in [64, 64 << 10] {
+            o.bw.sizes = Sizes::One(size);
+            let r = run(&o, &[], &mut Vec::new()).unwrap();
+            assert_eq!((r[0].bw.size, r[0].bw.iters), (size, 100));
+        }
     }
 }

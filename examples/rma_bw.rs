@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{
-    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Prov, Res, Role, Sizes, Tool, Watch,
+    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Res, Setup, Sizes, Tool, Watch,
 };
 use fabric::prelude::*;
 
@@ -111,15 +111,14 @@ struct Args {
 /// Validated options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Opts {
-    prov: Prov,
-    role: Role,
+    setup: Setup,
     bw: BwOpts,
     op: Op,
 }
 
 impl Opts {
     fn from_args(a: &Args) -> Res<Opts> {
-        let (prov, role) = a.peer.role()?;
+        let setup = a.peer.setup(a.bw.debug)?;
         let op = Op::parse(&a.op)?;
         let mut bw = a.bw.opts()?;
         if op == Op::FetchAdd {
@@ -133,7 +132,7 @@ impl Opts {
                 }
             }
         }
-        Ok(Opts { prov, role, bw, op })
+        Ok(Opts { setup, bw, op })
     }
 }
 
@@ -148,7 +147,7 @@ impl Perf {
     fn json(&self, opts: &Opts) -> String {
         let b = &self.bw;
         serde_json::json!({
-            "provider": opts.prov.name(),
+            "provider": opts.setup.prov.name(),
             "op": opts.op.name(),
             "bytes": b.size,
             "iters": b.iters,
@@ -485,25 +484,18 @@ fn check_result(
 fn run(opts: &Opts, child_args: &[OsString], out: &mut dyn Write) -> Res<Vec<Perf>> {
     let mut results = Vec::new();
     let mut header = !opts.bw.json;
-    common::run(
-        &RmaBw { opts },
-        opts.prov,
-        &opts.role,
-        child_args,
-        opts.bw.debug,
-        &mut |p: Perf| {
-            let text = if opts.bw.json {
-                p.json(opts)
-            } else if std::mem::take(&mut header) {
-                format!("{}\n{}", common::Bw::header(), p.bw.line())
-            } else {
-                p.bw.line()
-            };
-            common::emit(out, &text)?;
-            results.push(p);
-            Ok(())
-        },
-    )?;
+    common::run(&RmaBw { opts }, &opts.setup, child_args, &mut |p: Perf| {
+        let text = if opts.bw.json {
+            p.json(opts)
+        } else if std::mem::take(&mut header) {
+            format!("{}\n{}", common::Bw::header(), p.bw.line())
+        } else {
+            p.bw.line()
+        };
+        common::emit(out, &text)?;
+        results.push(p);
+        Ok(())
+    })?;
     Ok(results)
 }
 
@@ -514,7 +506,7 @@ fn main() -> ExitCode {
     match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("{}", f.msg);
+            common::print_failure(&f, args.peer.spawned);
             ExitCode::from(f.exit_code())
         }
     }
@@ -523,7 +515,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::CtrlSpec;
+    use common::{CtrlSpec, Prov, Role};
 
     fn opts(cli: &[&str]) -> Res<Opts> {
         let a = Args::try_parse_from(std::iter::once("rma_bw").chain(cli.iter().copied()))
@@ -534,14 +526,14 @@ mod tests {
     #[test]
     fn options_parse() {
         let o = opts(&[]).unwrap();
-        assert_eq!((o.prov, o.op), (Prov::Shm, Op::Write));
-        assert_eq!(o.role, Role::Pair { ipv6: false });
+        assert_eq!((o.setup.prov, o.op), (Prov::Shm, Op::Write));
+        assert_eq!(o.setup.role, Role::Pair { ipv6: false });
         assert_eq!((o.bw.window, o.bw.sizes), (64, Sizes::Default));
         let o = opts(&[
             "-p", "loopback", "-o", "READ", "-S", "64k", "-W", "1", "-I", "9",
         ])
         .unwrap();
-        assert_eq!(o.role, Role::Threads(CtrlSpec::InMemory));
+        assert_eq!(o.setup.role, Role::Threads(CtrlSpec::InMemory));
         assert_eq!(
             (o.op, o.bw.sizes, o.bw.window),
             (Op::Read, Sizes::One(65536), 1)
@@ -619,6 +611,18 @@ mod tests {
             assert_eq!(r[0].bw.iters, 40);
             let text = String::from_utf8(out).unwrap();
             assert_eq!(text.lines().count(), 2, "{text}");
+        }
+    }
+
+    #[test]
+    fn end_to_end_shm_in_process() {
+        for op in ["write", "read", "writedata", "fadd"] {
+            let mut o = opts(&["--threads", "-o", op, "-W", "8", "-I", "100", "-w", "2"]).unwrap();
+            if o.op != Op::FetchAdd {
+                o.bw.sizes = Sizes::One(1024);
+            }
+            let r = run(&o, &[], &mut Vec::new()).unwrap_or_else(|e| panic!("{op}: {}", e.msg));
+            assert_eq!(r[0].bw.iters, 100);
         }
     }
 }

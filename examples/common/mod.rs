@@ -17,7 +17,9 @@
 //! outlives its parent: the parent kills it on every error path ([`ChildServer`]'s
 //! drop), the child gives up waiting for the client when the parent is gone, and once
 //! connected each side notices within about 10 ms that the control connection closed
-//! (a peer that died) while it busy-polls a CQ ([`Watch`]).
+//! (a peer that died) while it busy-polls a CQ ([`Watch`]). A client also gives up
+//! when no completion arrives for `-T` seconds (default 10), so a stuck run fails with
+//! `FI_ETIMEDOUT` instead of hanging.
 
 use std::cell::Cell;
 use std::ffi::OsString;
@@ -31,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
 use fabric_loopback::Loopback;
-use fabric_loopback::Loopback as Shm; // TEMP-SHM
+use fabric_shm::Shm;
 
 /// `fi_pingpong`'s (and `fabtests`') default control port.
 pub const DEFAULT_CTRL_PORT: u16 = 47592;
@@ -166,6 +168,9 @@ pub struct PeerArgs {
     /// use IPv6 for the TCP control connection
     #[arg(short = '6')]
     pub ipv6: bool,
+    /// client: fail when no completion arrives for this many seconds (0: wait forever)
+    #[arg(short = 'T', value_name = "seconds", default_value_t = 10)]
+    pub timeout: u64,
     /// started by a parent run: report the port on stdout, exit with the parent
     #[arg(long = "spawned", hide = true)]
     pub spawned: bool,
@@ -219,6 +224,11 @@ pub enum Role {
 }
 
 impl PeerArgs {
+    /// `-T`: how long a client waits for a completion before it gives up.
+    pub fn timeout(&self) -> Option<Duration> {
+        (self.timeout > 0).then(|| Duration::from_secs(self.timeout))
+    }
+
     /// The provider and role these options ask for.
     pub fn role(&self) -> Res<(Prov, Role)> {
         let prov = Prov::parse(&self.provider)?;
@@ -472,8 +482,14 @@ impl Ctrl {
         }
     }
 
-    /// A [`Watch`] on this connection's peer, also stopping on `stop`.
-    pub fn watch(&self, stop: Option<Arc<AtomicBool>>, parent: Option<u32>) -> Res<Watch> {
+    /// A [`Watch`] on this connection's peer, also stopping on `stop`, when the parent
+    /// process `parent` exits, or after `timeout` without a completion.
+    pub fn watch(
+        &self,
+        stop: Option<Arc<AtomicBool>>,
+        parent: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Res<Watch> {
         let sock = match &self.s {
             Stream::Tcp(s) => Some(s.try_clone()?),
             // In-process: the other thread sets `stop` when it fails.
@@ -483,6 +499,8 @@ impl Ctrl {
             stop,
             sock,
             parent,
+            timeout,
+            idle_since: Cell::new(None),
             polls: Cell::new(0),
             last: Cell::new(Instant::now()),
         })
@@ -490,11 +508,15 @@ impl Ctrl {
 }
 
 /// What a busy wait checks besides the CQ: the other thread's stop flag, the control
-/// connection (closed: the peer is gone) and, for a spawned server, the parent process.
+/// connection (closed: the peer is gone), for a spawned server the parent process, and
+/// for a client how long no completion came (a stuck run fails instead of hanging).
 pub struct Watch {
     stop: Option<Arc<AtomicBool>>,
     sock: Option<TcpStream>,
     parent: Option<u32>,
+    timeout: Option<Duration>,
+    /// When the current stretch without completions was first noticed.
+    idle_since: Cell<Option<Instant>>,
     polls: Cell<u32>,
     last: Cell<Instant>,
 }
@@ -506,6 +528,8 @@ impl Watch {
             stop: Some(stop),
             sock: None,
             parent: None,
+            timeout: None,
+            idle_since: Cell::new(None),
             polls: Cell::new(0),
             last: Cell::new(Instant::now()),
         }
@@ -532,6 +556,12 @@ impl Watch {
         Ok(())
     }
 
+    /// Called when a completion arrived: ends a stretch of idleness.
+    #[inline]
+    pub fn busy(&self) {
+        self.idle_since.set(None);
+    }
+
     #[cold]
     fn check(&self) -> Res<()> {
         let now = Instant::now();
@@ -539,6 +569,21 @@ impl Watch {
             return Ok(());
         }
         self.last.set(now);
+        if let Some(t) = self.timeout {
+            match self.idle_since.get() {
+                None => self.idle_since.set(Some(now)),
+                Some(since) if now.duration_since(since) > t => {
+                    return Err(Failure::new(
+                        Error::TimedOut,
+                        format!(
+                            "no completion for {} s: the run is stuck (-T sets the limit)",
+                            t.as_secs()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         if let Some(pid) = self.parent {
             if std::os::unix::process::parent_id() != pid {
                 return Err(Failure::new(Error::ConnAborted, "parent process exited"));
@@ -662,6 +707,7 @@ pub fn wait_one<P: Provider>(cq: &Cq<Stack<P>>, watch: &Watch, what: &str) -> Re
     let mut e = [CqTaggedEntry::default(); 1];
     loop {
         if read_cq::<P>(cq, &mut e, what)? > 0 {
+            watch.busy();
             return Ok(e[0]);
         }
         watch.idle()?;
@@ -677,6 +723,8 @@ pub fn wait_n<P: Provider>(cq: &Cq<Stack<P>>, watch: &Watch, n: usize, what: &st
         let k = read_cq::<P>(cq, &mut e[..(n - got).min(64)], what)?;
         if k == 0 {
             watch.idle()?;
+        } else {
+            watch.busy();
         }
         got += k;
     }
@@ -718,38 +766,62 @@ pub trait Tool: Sync {
     ) -> Res<()>;
 }
 
-/// Runs `tool` in `role` with provider `prov`; the client's results go to `report`.
-/// `child_args` are the arguments a [`Role::Pair`] run gives its server child (the
-/// tool's own arguments; the server options are appended).
+/// Where and how a run happens: provider, role, client timeout, debug output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// `-p`.
+    pub prov: Prov,
+    /// From the address and port options.
+    pub role: Role,
+    /// `-T`: the client's limit without a completion.
+    pub timeout: Option<Duration>,
+    /// `-v`.
+    pub debug: bool,
+}
+
+impl PeerArgs {
+    /// The [`Setup`] these options ask for.
+    pub fn setup(&self, debug: bool) -> Res<Setup> {
+        let (prov, role) = self.role()?;
+        Ok(Setup {
+            prov,
+            role,
+            timeout: self.timeout(),
+            debug,
+        })
+    }
+}
+
+/// Runs `tool` as `setup` says; the client's results go to `report`. `child_args` are
+/// the arguments a [`Role::Pair`] run gives its server child (the tool's own
+/// arguments; the server options are appended).
 pub fn run<T: Tool>(
     tool: &T,
-    prov: Prov,
-    role: &Role,
+    setup: &Setup,
     child_args: &[OsString],
-    debug: bool,
     report: &mut dyn FnMut(T::Out) -> Res<()>,
 ) -> Res<()> {
-    match prov {
-        Prov::Shm => run_on::<T, Shm>(tool, role, child_args, debug, report),
-        Prov::Loopback => run_on::<T, Loopback>(tool, role, child_args, debug, report),
+    match setup.prov {
+        Prov::Shm => run_on::<T, Shm>(tool, setup, child_args, report),
+        Prov::Loopback => run_on::<T, Loopback>(tool, setup, child_args, report),
     }
 }
 
 /// [`run`] for one provider: `Stack<P>` all the way down.
 fn run_on<T: Tool, P: Provider>(
     tool: &T,
-    role: &Role,
+    setup: &Setup,
     child_args: &[OsString],
-    debug: bool,
     report: &mut dyn FnMut(T::Out) -> Res<()>,
 ) -> Res<()> {
     let dbg = |m: std::fmt::Arguments<'_>| {
-        if debug {
+        if setup.debug {
             eprintln!("[debug] {m}");
         }
     };
-    match role {
-        Role::Threads(spec) => run_threads::<T, P>(tool, *spec, report),
+    let timeout = setup.timeout;
+    match &setup.role {
+        Role::Threads(spec) => run_threads::<T, P>(tool, *spec, timeout, report),
         Role::Server {
             port,
             ipv6,
@@ -767,14 +839,14 @@ fn run_on<T: Tool, P: Provider>(
             let stream = accept(&listener, parent)?;
             drop(listener);
             let mut ctrl = Ctrl::new(Stream::Tcp(stream));
-            let watch = ctrl.watch(None, parent)?;
+            let watch = ctrl.watch(None, parent, None)?;
             tool.side::<P>(&mut ctrl, &watch, false, &mut |_| Ok(()))
         }
         Role::Client { host, port } => {
             let stream = connect(host, *port)?;
             dbg(format_args!("CLIENT: connected to {host}:{port}"));
             let mut ctrl = Ctrl::new(Stream::Tcp(stream));
-            let watch = ctrl.watch(None, None)?;
+            let watch = ctrl.watch(None, None, timeout)?;
             tool.side::<P>(&mut ctrl, &watch, true, report)
         }
         Role::Pair { ipv6 } => {
@@ -787,7 +859,7 @@ fn run_on<T: Tool, P: Provider>(
             let host = if *ipv6 { "::1" } else { "127.0.0.1" };
             let run = connect(host, child.port).and_then(|stream| {
                 let mut ctrl = Ctrl::new(Stream::Tcp(stream));
-                let watch = ctrl.watch(None, None)?;
+                let watch = ctrl.watch(None, None, timeout)?;
                 tool.side::<P>(&mut ctrl, &watch, true, report)
             });
             // The child's own report of what went wrong is on stderr already; when both
@@ -796,6 +868,8 @@ fn run_on<T: Tool, P: Provider>(
             match (run, child.finish(ok)) {
                 (Ok(()), c) => c,
                 (Err(r), Ok(())) => Err(r),
+                // The child only saw this side go away.
+                (Err(r), Err(c)) if c.code == Error::ConnAborted.code() => Err(r),
                 (Err(r), Err(c)) => Err(Failure {
                     code: r.code,
                     msg: format!("{}\n{}", r.msg, c.msg),
@@ -809,6 +883,7 @@ fn run_on<T: Tool, P: Provider>(
 fn run_threads<T: Tool, P: Provider>(
     tool: &T,
     spec: CtrlSpec,
+    timeout: Option<Duration>,
     report: &mut dyn FnMut(T::Out) -> Res<()>,
 ) -> Res<()> {
     let (server_stream, client_stream) = match spec {
@@ -839,7 +914,7 @@ fn run_threads<T: Tool, P: Provider>(
         let server = s.spawn(move || {
             let mut ctrl = Ctrl::new(server_stream);
             let r = ctrl
-                .watch(Some(server_stop.clone()), None)
+                .watch(Some(server_stop.clone()), None, None)
                 .and_then(|w| tool.side::<P>(&mut ctrl, &w, false, &mut |_| Ok(())));
             if r.is_err() {
                 server_stop.store(true, Ordering::Relaxed);
@@ -848,7 +923,7 @@ fn run_threads<T: Tool, P: Provider>(
         });
         let mut ctrl = Ctrl::new(client_stream);
         let client = ctrl
-            .watch(Some(stop.clone()), None)
+            .watch(Some(stop.clone()), None, timeout)
             .and_then(|w| tool.side::<P>(&mut ctrl, &w, true, report));
         if client.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -1370,6 +1445,16 @@ pub fn emit(out: &mut dyn Write, text: &str) -> Res<()> {
         .map_err(|e| Failure::new(Error::from(e), "writing the results failed"))
 }
 
+/// Prints a failure on stderr, marked as the server child's in a spawned server so a
+/// two-process run's messages tell their side.
+pub fn print_failure(f: &Failure, spawned: bool) {
+    if spawned {
+        eprintln!("[server] {}", f.msg);
+    } else {
+        eprintln!("{}", f.msg);
+    }
+}
+
 /// The process arguments after the program name, for a [`Role::Pair`]'s child.
 pub fn own_args() -> Vec<OsString> {
     std::env::args_os().skip(1).collect()
@@ -1482,12 +1567,28 @@ mod tests {
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         let ctrl = Ctrl::new(Stream::Tcp(c));
-        let w = ctrl.watch(None, None).unwrap();
+        let w = ctrl
+            .watch(None, None, Some(Duration::from_secs(5)))
+            .unwrap();
         w.last.set(Instant::now() - WATCH_PERIOD);
         assert!(w.check().is_ok());
         drop(s);
         w.last.set(Instant::now() - WATCH_PERIOD);
         assert_eq!(w.check().unwrap_err().code, Error::ConnAborted.code());
+        // Idle past the timeout: the first check starts the stretch, a later one ends it.
+        let w = Watch {
+            timeout: Some(Duration::from_millis(1)),
+            ..Watch::flag(Arc::new(AtomicBool::new(false)))
+        };
+        w.last.set(Instant::now() - WATCH_PERIOD);
+        assert!(w.check().is_ok());
+        w.idle_since
+            .set(Some(Instant::now() - Duration::from_millis(5)));
+        w.last.set(Instant::now() - WATCH_PERIOD);
+        assert_eq!(w.check().unwrap_err().code, Error::TimedOut.code());
+        w.busy();
+        w.last.set(Instant::now() - WATCH_PERIOD);
+        assert!(w.check().is_ok());
         let stop = Arc::new(AtomicBool::new(true));
         assert_eq!(
             Watch::flag(stop).idle().unwrap_err().code,
