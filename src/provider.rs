@@ -109,6 +109,19 @@ pub trait Transport: Send + Sync + 'static {
         rx: &mut Self::Receiver,
         f: F,
     ) -> usize;
+    /// Whether the sender holds packets it could not hand over yet (responses refused
+    /// by a full peer queue, which must never be dropped). Checked on every progress
+    /// call, so it should be one load; the default (none ever) compiles away.
+    #[inline]
+    fn backlog(&self) -> bool {
+        false
+    }
+    /// Retries the held-back packets of `tx`, oldest first. Called by progress while
+    /// [`backlog`](Self::backlog) is true.
+    #[inline]
+    fn flush(&self, tx: &mut Self::Sender) {
+        let _ = tx;
+    }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.

@@ -33,12 +33,18 @@ struct Kid {
 impl Kid {
     fn spawn(role: &str, stack: &str, env: &[(&str, &str)]) -> Kid {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["child_entry", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(ROLE, role)
-            .env(STACK, stack)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.args([
+            "child_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(STACK, stack)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -158,7 +164,8 @@ fn node<S: Config>() -> Node<S> {
     let av = domain.av(&AvAttr::DEFAULT).expect("av");
     let ep = domain.endpoint(&info).expect("endpoint");
     ep.bind_av(&av).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
     ep.enable().unwrap();
     Node {
         ep,
@@ -208,13 +215,27 @@ fn pattern(n: usize, seed: u64) -> Vec<u8> {
 
 /// FNV-1a, to compare memory across processes.
 fn digest(b: &[u8]) -> u64 {
-    b.iter()
-        .fold(0xcbf29ce484222325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100000001b3))
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 /// Sizes crossing every path: compact (one line), full header, several cells, the
 /// largest inline payload, staged payloads.
-const SIZES: &[usize] = &[0, 1, 8, 48, 49, 200, 4096, 8192, 8193, 65536, 1 << 20, 4 << 20];
+const SIZES: &[usize] = &[
+    0,
+    1,
+    8,
+    48,
+    49,
+    200,
+    4096,
+    8192,
+    8193,
+    65536,
+    1 << 20,
+    4 << 20,
+];
 
 // ---------------------------------------------------------------------------------
 // Child side: roles
@@ -243,7 +264,10 @@ impl Ctl {
     }
 
     fn expect(&self, word: &str) -> String {
-        let l = self.lines.recv_timeout(DEADLINE).expect("parent said nothing");
+        let l = self
+            .lines
+            .recv_timeout(DEADLINE)
+            .expect("parent said nothing");
         l.strip_prefix(word)
             .unwrap_or_else(|| panic!("parent said {l:?}, expected {word}"))
             .trim()
@@ -277,7 +301,8 @@ where
             // SAFETY: `buf` outlives the node and is read only after the completion.
             unsafe {
                 if tagged {
-                    n.ep.trecv(&mut buf, FiAddr::UNSPEC, tag, 0, Context(1)).unwrap();
+                    n.ep.trecv(&mut buf, FiAddr::UNSPEC, tag, 0, Context(1))
+                        .unwrap();
                 } else {
                     n.ep.recv(&mut buf, FiAddr::UNSPEC, Context(1)).unwrap();
                 }
@@ -384,9 +409,15 @@ where
     };
     let mr_rw = n
         .domain
-        .mr_reg(&mut rw, &attr(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, RW_KEY))
+        .mr_reg(
+            &mut rw,
+            &attr(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, RW_KEY),
+        )
         .unwrap();
-    let mr_ro = n.domain.mr_reg(&mut ro, &attr(MrAccess::REMOTE_READ, RO_KEY)).unwrap();
+    let mr_ro = n
+        .domain
+        .mr_reg(&mut ro, &attr(MrAccess::REMOTE_READ, RO_KEY))
+        .unwrap();
     mr_rw.bind_ep(&n.ep).ok();
     mr_ro.bind_ep(&n.ep).ok();
     let _peer = ctl.connect(&n);
@@ -415,14 +446,23 @@ where
     let peer = ctl.connect(&n);
     let mut model = vec![0u8; RW_LEN];
     // Writes of every path, then reads of the same ranges.
-    for (off, size) in [(0usize, 8usize), (100, 4096), (8192, 8193), (65536, 300_000)] {
+    for (off, size) in [
+        (0usize, 8usize),
+        (100, 4096),
+        (8192, 8193),
+        (65536, 300_000),
+    ] {
         let data = pattern(size, off as u64);
-        n.ep.write(&data, peer, off as u64, RW_KEY, Context(10)).unwrap();
+        n.ep.write(&data, peer, off as u64, RW_KEY, Context(10))
+            .unwrap();
         next(&n).expect("write");
         model[off..off + size].copy_from_slice(&data);
         let mut back = vec![0u8; size];
         // SAFETY: `back` lives until the read's completion is taken just below.
-        unsafe { n.ep.read(&mut back, peer, off as u64, RW_KEY, Context(11)).unwrap() };
+        unsafe {
+            n.ep.read(&mut back, peer, off as u64, RW_KEY, Context(11))
+                .unwrap()
+        };
         let e = next(&n).expect("read");
         assert_eq!(e.op_context, Context(11));
         assert!(back == data, "read back {size} bytes differs");
@@ -483,7 +523,10 @@ where
         let e = next(&n).expect_err("bad write must fail");
         assert_eq!(e.context, Context(20 + i));
         assert!(
-            matches!(e.err, Error::Access | Error::Fault | Error::Inval | Error::KeyRejected),
+            matches!(
+                e.err,
+                Error::Access | Error::Fault | Error::Inval | Error::KeyRejected
+            ),
             "bad write {i}: {:?}",
             e.err
         );
@@ -503,10 +546,16 @@ where
         )
         .unwrap()
     };
-    assert!(next(&n).is_err(), "atomic into a read-only region must fail");
+    assert!(
+        next(&n).is_err(),
+        "atomic into a read-only region must fail"
+    );
     let mut back = vec![0u8; 16];
     // SAFETY: `back` lives until the completion below.
-    unsafe { n.ep.read(&mut back, peer, (RO_LEN - 8) as u64, RO_KEY, Context(31)).unwrap() };
+    unsafe {
+        n.ep.read(&mut back, peer, (RO_LEN - 8) as u64, RO_KEY, Context(31))
+            .unwrap()
+    };
     assert!(next(&n).is_err(), "read past the end must fail");
     // The target's memory is exactly the model.
     let want = format!("{:x} {:x}", digest(&model), digest(&pattern(RO_LEN, 99)));
@@ -653,8 +702,8 @@ fn peer_killed_mid_stream() {
     type S = Stack<Shm>;
     let before = shm_files();
     // Buffers the node may write are declared before it, so they outlive it.
-    let mut reads = vec![[0u8; 64]; 8];
-    let mut fetched = vec![[0u8; 8]; 8];
+    let mut reads = [[0u8; 64]; 8];
+    let mut fetched = [[0u8; 8]; 8];
     let mut kid = Kid::spawn("hold", "default", &[]);
     let n = node::<S>();
     let name = unhex(&kid.expect("NAME"));
@@ -672,7 +721,8 @@ fn peer_killed_mid_stream() {
             data: 0,
         };
         n.ep.tsendmsg(&msg, OpFlags::DELIVERY_COMPLETE).unwrap();
-        n.ep.write(&big[..4096], peer, 0, 1, Context(200 + i)).unwrap();
+        n.ep.write(&big[..4096], peer, 0, 1, Context(200 + i))
+            .unwrap();
         pending += 2;
     }
     for (i, r) in reads.iter_mut().enumerate() {
@@ -762,7 +812,12 @@ fn flood_backpressure_then_all_delivered() {
     let blocked_at: u64 = loop {
         n.domain.progress();
         if let Ok(l) = kid.lines.try_recv() {
-            let at = l.strip_prefix("BLOCKED").expect("BLOCKED").trim().parse().unwrap();
+            let at = l
+                .strip_prefix("BLOCKED")
+                .expect("BLOCKED")
+                .trim()
+                .parse()
+                .unwrap();
             break at;
         }
     };
@@ -771,7 +826,10 @@ fn flood_backpressure_then_all_delivered() {
         n.domain.progress();
     }
     let grown = my_rss().saturating_sub(rss0);
-    assert!(grown < 64 * 1024, "receiver grew by {grown} KiB while flooded");
+    assert!(
+        grown < 64 * 1024,
+        "receiver grew by {grown} KiB while flooded"
+    );
     // Now receive everything, in order, once.
     let mut buf = [0u8; 64];
     for i in 0..FLOOD {

@@ -118,6 +118,9 @@ impl<S: Config> EpInner<S> {
     /// Drains the transport, dispatching every packet. Returns how many were handled.
     #[inline]
     pub(crate) fn progress(&self) -> usize {
+        if self.transport.backlog() {
+            self.sender.with(|tx| self.transport.flush(tx));
+        }
         self.receiver.with(|rx| {
             self.transport
                 .poll(rx, |hdr, src, payload| match Op::from_raw(hdr.op) {

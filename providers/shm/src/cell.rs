@@ -79,7 +79,10 @@ impl Desc {
     }
 
     fn decode(b: &[u8]) -> Result<Desc> {
-        let b: &[u8; DESC_LEN] = b.get(..DESC_LEN).and_then(|s| s.try_into().ok()).ok_or(Error::Io)?;
+        let b: &[u8; DESC_LEN] = b
+            .get(..DESC_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(Error::Io)?;
         let u64_at = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&b[i..i + 8]);
@@ -274,7 +277,12 @@ mod tests {
         let p = packet(w, &body);
         assert_eq!(p.len(), 64);
         match parse(w, &p, 4096).unwrap() {
-            Parsed::Inline { hdr, off, len, cells } => {
+            Parsed::Inline {
+                hdr,
+                off,
+                len,
+                cells,
+            } => {
                 assert_eq!((hdr.tag, off, len, cells), (0x1234, 16, 48, 1));
                 assert_eq!(hdr.op, Op::Tagged as u8);
             }
@@ -296,19 +304,37 @@ mod tests {
         let p = packet(word(0, FULL), &body);
         assert_eq!(
             parse(word(0, FULL), &p, 4096).unwrap(),
-            Parsed::Inline { hdr, off: BODY_OFF, len: 3, cells: 2 }
+            Parsed::Inline {
+                hdr,
+                off: BODY_OFF,
+                len: 3,
+                cells: 2
+            }
         );
         // Short of cells, or longer than the inline limit: refused.
         assert!(parse(word(0, FULL), &p[..64], 4096).is_err());
         assert!(parse(word(0, FULL), &p, 2).is_err());
-        let hdr = Header { len: 1 << 20, ..hdr };
-        let desc = Desc { addr: 4096, len: 1 << 20, slot: 1, mode: Desc::CMA, gen: 3 };
+        let hdr = Header {
+            len: 1 << 20,
+            ..hdr
+        };
+        let desc = Desc {
+            addr: 4096,
+            len: 1 << 20,
+            slot: 1,
+            mode: Desc::CMA,
+            gen: 3,
+        };
         let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
         body.extend_from_slice(&desc.encode());
         let p = packet(word(0, LARGE), &body);
         assert_eq!(
             parse(word(0, LARGE), &p, 4096).unwrap(),
-            Parsed::Large { hdr, desc, cells: 2 }
+            Parsed::Large {
+                hdr,
+                desc,
+                cells: 2
+            }
         );
         let bad = Desc { len: 5, ..desc };
         let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();

@@ -41,9 +41,9 @@ mod peer;
 mod region;
 mod stage;
 mod sys;
-mod transport;
 #[cfg(test)]
 mod tests;
+mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

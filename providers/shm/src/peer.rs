@@ -50,7 +50,10 @@ impl PeerRegion {
         let gone = self.region.closed()
             || match &self.proc {
                 Some(p) => !p.alive(),
-                None => self.local.as_ref().is_some_and(|l| Arc::strong_count(l) == 1),
+                None => self
+                    .local
+                    .as_ref()
+                    .is_some_and(|l| Arc::strong_count(l) == 1),
             };
         if gone {
             self.dead.store(true, Ordering::Relaxed);

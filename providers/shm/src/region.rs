@@ -71,7 +71,11 @@ pub struct Geometry {
 impl Geometry {
     /// Checked geometry.
     pub fn new(nchan: usize, cells: usize) -> Result<Geometry> {
-        if nchan == 0 || nchan > MAX_CHANNELS || !cells.is_power_of_two() || !(64..=1 << 20).contains(&cells) {
+        if nchan == 0
+            || nchan > MAX_CHANNELS
+            || !cells.is_power_of_two()
+            || !(64..=1 << 20).contains(&cells)
+        {
             return Err(Error::Inval);
         }
         Ok(Geometry { nchan, cells })
@@ -136,7 +140,10 @@ impl Region {
         let map = Mapping::new(&fd, len)?;
         let probe = Region {
             map,
-            geo: Geometry { nchan: 0, cells: 64 },
+            geo: Geometry {
+                nchan: 0,
+                cells: 64,
+            },
             _fd: fd,
         };
         let geo = Geometry::new(
@@ -164,14 +171,14 @@ impl Region {
 
     #[inline]
     fn atomic(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        assert!(off.is_multiple_of(8) && off + 8 <= self.map.len());
         // SAFETY: in bounds and 8-aligned (mappings are page-aligned); shared memory is
         // only ever accessed atomically at this offset by the layout's users.
         unsafe { &*self.map.ptr().add(off).cast::<AtomicU64>() }
     }
 
     fn atomic32(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        assert!(off.is_multiple_of(4) && off + 4 <= self.map.len());
         // SAFETY: in bounds and 4-aligned; accessed atomically only.
         unsafe { &*self.map.ptr().add(off).cast::<AtomicU32>() }
     }
@@ -212,7 +219,8 @@ impl Region {
             {
                 let base = self.geo.chan_base(c);
                 self.copy_in(base + CH_NAME, me);
-                self.atomic(base + CH_STATE).store(CH_OPEN, Ordering::Relaxed);
+                self.atomic(base + CH_STATE)
+                    .store(CH_OPEN, Ordering::Relaxed);
                 self.atomic(OFF_ACTIVE).fetch_or(1 << c, Ordering::Release);
                 return Some(c);
             }
@@ -222,7 +230,8 @@ impl Region {
 
     /// Frees channel `c` (receiver side, once it is drained and closing).
     pub fn unclaim(&self, c: usize) {
-        self.atomic(OFF_ACTIVE).fetch_and(!(1 << c), Ordering::AcqRel);
+        self.atomic(OFF_ACTIVE)
+            .fetch_and(!(1 << c), Ordering::AcqRel);
         self.atomic(OFF_CLAIMS + 8 * c).store(0, Ordering::Release);
     }
 
@@ -336,7 +345,10 @@ mod tests {
         let (_r, name) = Region::create(geo, 9).unwrap();
         let wrong = Name { nonce: 10, ..name };
         assert!(Region::open(&wrong).is_err());
-        let wrong = Name { start: name.start + 1, ..name };
+        let wrong = Name {
+            start: name.start + 1,
+            ..name
+        };
         assert!(Region::open(&wrong).is_err());
         assert!(Geometry::new(0, 64).is_err());
         assert!(Geometry::new(1, 100).is_err());

@@ -244,29 +244,6 @@ pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
-/// Copies `src` to address `addr` of process `pid` (cross-memory attach).
-pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
-    let mut done = 0usize;
-    while done < src.len() {
-        let local = libc::iovec {
-            iov_base: src[done..].as_ptr() as *mut libc::c_void,
-            iov_len: src.len() - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
-            iov_len: src.len() - done,
-        };
-        // SAFETY: `local` is only read by the kernel; the remote range is checked by the
-        // kernel against the peer's address space.
-        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n <= 0 {
-            return Err(Error::Io);
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
 /// Whether cross-memory attach works here: a real `process_vm_readv` of our own memory.
 /// Kernels built without it, seccomp filters and container policies refuse it.
 pub fn cma_probe() -> bool {
@@ -316,7 +293,9 @@ mod tests {
         child.wait().unwrap();
         if let Some(cst) = cst {
             // Reaped: gone, or (extremely unlikely) reused with another start time.
-            assert!(ProcessHandle::open(pid, cst).map(|h| !h.alive()).unwrap_or(true));
+            assert!(ProcessHandle::open(pid, cst)
+                .map(|h| !h.alive())
+                .unwrap_or(true));
         }
     }
 
@@ -327,9 +306,6 @@ mod tests {
         let mut dst = [0u8; 1000];
         cma_read(getpid(), src.as_ptr() as u64, &mut dst).unwrap();
         assert_eq!(src, dst);
-        let mut target = [0u8; 16];
-        cma_write(getpid(), target.as_mut_ptr() as u64, &[9u8; 16]).unwrap();
-        assert_eq!(target, [9u8; 16]);
         assert_eq!(cma_read(getpid(), 8, &mut dst[..8]), Err(Error::Io));
     }
 }

@@ -159,7 +159,7 @@ fn responses_spill_and_flush_in_order() {
     let mut got = Vec::new();
     for _ in 0..100 {
         got.extend(drain(&mut b).into_iter().map(|g| g.0.req));
-        crate::transport::flush(&a.ep, &mut a.tx);
+        a.ep.flush(&mut a.tx);
         if got.len() == 40 {
             break;
         }
@@ -174,23 +174,35 @@ fn garbage_in_a_channel_is_contained() {
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(64));
     runner
         .run(
-            &proptest::collection::vec((any::<u64>(), proptest::collection::vec(any::<u8>(), 0..200)), 1..20),
+            &proptest::collection::vec(
+                (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..200)),
+                1..20,
+            ),
             |cells| {
                 let mut b = end(true);
                 let mut good = end(true);
                 let to_b = resolve(&b);
                 let attacker = end(true);
                 let region = &to_b.region;
-                let c = region.claim(&attacker.ep.name().try_into().unwrap(), 0x5151).unwrap();
-                let mut pos = region.chan_head(c).load(std::sync::atomic::Ordering::Acquire);
+                let c = region
+                    .claim(&attacker.ep.name().try_into().unwrap(), 0x5151)
+                    .unwrap();
+                let mut pos = region
+                    .chan_head(c)
+                    .load(std::sync::atomic::Ordering::Acquire);
                 for (w, bytes) in &cells {
                     let off = region.cell_off(c, pos);
-                    let room = (region.geometry().cells as u64 - (pos & (region.geometry().cells as u64 - 1))) as usize * CELL;
+                    let room = (region.geometry().cells as u64
+                        - (pos & (region.geometry().cells as u64 - 1)))
+                        as usize
+                        * CELL;
                     let n = bytes.len().min(room - cell::WORD);
                     region.copy_in(off + cell::WORD, &bytes[..n]);
                     // A valid stamp, so the receiver parses the garbage.
                     let w = (w & !0xffff_ffff) | cell::stamp(pos) as u64;
-                    region.cell_word(off).store(w, std::sync::atomic::Ordering::Release);
+                    region
+                        .cell_word(off)
+                        .store(w, std::sync::atomic::Ordering::Release);
                     pos += 1 + (n / CELL) as u64;
                 }
                 // Poll a few times: returns, never panics.
@@ -204,7 +216,9 @@ fn garbage_in_a_channel_is_contained() {
                 }
                 send(&mut good, &to_b, &tagged(42, 3), &[1, 2, 3]).unwrap();
                 let got = drain(&mut b);
-                prop_assert!(got.iter().any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name()));
+                prop_assert!(got
+                    .iter()
+                    .any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name()));
                 Ok(())
             },
         )
@@ -218,7 +232,10 @@ fn closed_peer_is_unreachable() {
     let to_b = resolve(&b);
     send(&mut a, &to_b, &tagged(1, 1), &[1]).unwrap();
     drop(b);
-    assert_eq!(send(&mut a, &to_b, &tagged(1, 1), &[1]), Err(Error::HostUnreach));
+    assert_eq!(
+        send(&mut a, &to_b, &tagged(1, 1), &[1]),
+        Err(Error::HostUnreach)
+    );
 }
 
 #[test]

@@ -285,14 +285,16 @@ fn write_packet(
     if ch.tail + total - ch.head > ch.cells {
         ch.head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
         // A head outside the window is a peer's garbage: treat the channel as full.
-        if ch.head > ch.tail || ch.tail - ch.head > ch.cells || ch.tail + total - ch.head > ch.cells {
+        if ch.head > ch.tail || ch.tail - ch.head > ch.cells || ch.tail + total - ch.head > ch.cells
+        {
             return Err(Error::Again);
         }
     }
     let r = &ch.peer.region;
     if skip != 0 {
         let off = r.cell_off(ch.c, ch.tail);
-        r.cell_word(off).store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
+        r.cell_word(off)
+            .store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
         ch.tail += skip;
     }
     let pos = ch.tail;
@@ -414,8 +416,14 @@ impl Transport for ShmEp {
                 Some(stage) => match stage.stage(&self.shared.region, to, payload, len) {
                     Err(e) => Err(e),
                     Ok(d) => {
-                        let r =
-                            write_packet(&mut tx.chans[i], hdr, payload, inline_max, reserve, Some(&d));
+                        let r = write_packet(
+                            &mut tx.chans[i],
+                            hdr,
+                            payload,
+                            inline_max,
+                            reserve,
+                            Some(&d),
+                        );
                         if r.is_err() {
                             // Not sent: the slot goes back as if released.
                             self.shared
@@ -501,7 +509,11 @@ impl Transport for ShmEp {
                         ch.head += k as u64;
                         n += 1;
                     }
-                    Ok(Parsed::Large { hdr, desc, cells: k }) => {
+                    Ok(Parsed::Large {
+                        hdr,
+                        desc,
+                        cells: k,
+                    }) => {
                         let Ok(peer) = peer::resolve(&ch.src) else {
                             ch.broken = true;
                             break;
@@ -540,10 +552,19 @@ impl Transport for ShmEp {
             }
         }
         rx.polls = rx.polls.wrapping_add(1);
-        if rx.polls % 64 == 0 {
+        if rx.polls.is_multiple_of(64) {
             rx.housekeeping(&mut f);
         }
         n
+    }
+
+    #[inline]
+    fn backlog(&self) -> bool {
+        self.shared.spilled.load(Ordering::Relaxed)
+    }
+
+    fn flush(&self, tx: &mut ShmTx) {
+        tx.flush_spills();
     }
 
     fn set_waker(&self, waker: Arc<Waiter>) {
@@ -603,9 +624,8 @@ impl ShmRx {
         let mut freed = false;
         for ch in &self.chans {
             let closing = r.chan_state(ch.c).load(Ordering::Acquire) == CH_CLOSING;
-            let sender_gone = closing
-                || ch.broken
-                || peer::resolve(&ch.src).map(|p| p.gone()).unwrap_or(true);
+            let sender_gone =
+                closing || ch.broken || peer::resolve(&ch.src).map(|p| p.gone()).unwrap_or(true);
             if !sender_gone {
                 continue;
             }
@@ -662,12 +682,5 @@ impl ShmRx {
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
             f(&hdr, &src, Payload::Inline(&[]));
         }
-    }
-}
-
-/// Flushes responses a sender spilled; called by progress.
-pub fn flush(ep: &ShmEp, tx: &mut ShmTx) {
-    if ep.shared.spilled.load(Ordering::Relaxed) {
-        tx.flush_spills();
     }
 }
