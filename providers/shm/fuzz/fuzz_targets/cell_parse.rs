@@ -1,0 +1,27 @@
+//! Fuzzes the receive-cell parser with arbitrary peer bytes: it must never panic, and
+//! every length and offset it yields must lie inside the cells it was given.
+#![no_main]
+
+use fabric_shm::cell::{parse, Parsed};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 8 {
+        return;
+    }
+    let (w, rest) = data.split_at(8);
+    let w = u64::from_le_bytes(w.try_into().unwrap());
+    // The receiver passes whole cells: round the rest down to 64-byte cells.
+    let avail = &rest[..rest.len() / 64 * 64];
+    match parse(w, avail, fabric_shm::INLINE_MAX) {
+        Ok(Parsed::Inline { off, len, cells, .. }) => {
+            assert!(off + len <= avail.len());
+            assert!(cells * 64 <= avail.len());
+        }
+        Ok(Parsed::Large { cells, desc, hdr }) => {
+            assert!(cells * 64 <= avail.len());
+            assert_eq!(desc.len, hdr.len);
+        }
+        Ok(Parsed::Skip) | Err(_) => {}
+    }
+});
