@@ -17,6 +17,11 @@
 #               put_pingpong_lat_8, fadd_lat_8)
 #   OURS_PROV   `-p` given to our tools (shm)
 #   SKIP_BUILD  1: do not run `cargo build --release --examples` first
+#   BEST_OF     k (1): run each slot k times back to back and keep the best value
+#   PRIO        none (default) | nice (nice -n -10) | rt (chrt -f 1): scheduling of every
+#               measured process, all sides alike. On a loaded 2-core box busy-polling
+#               pairs get preempted for milliseconds; rt makes the figures repeatable
+#               (RT throttling still leaves other processes 5% of each CPU)
 #   VERBOSE     1: echo every command run
 #   RESULTS     JSON file for all values and commands (target/peers/shm_vs_peers.json)
 #
