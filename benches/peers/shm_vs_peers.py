@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Driver of benches/shm_vs_peers.sh: our shm provider against libfabric shm and UCX.
+
+Every round runs every metric once per side (ours, libfabric, UCX), rotating the order
+of the sides from round to round so that none always runs first on this noisy 2-core
+machine; the table reports per-side medians over the rounds and the raw values.
+
+Sides and tools:
+  ours       target/release/examples/{pingpong,rdm_tagged_bw,rma_bw} ... --json
+             (each spawns its own peer process when given no address)
+  libfabric  fi_pingpong (server + client over 127.0.0.1) for latency; for bandwidth,
+             message rate, RMA and atomics benches/peers/fi_peer.sh (fabtests is not
+             packaged in Debian 12; fi_peer is a small fabtests-style C program)
+  ucx        ucx_perftest server + client 127.0.0.1, `-v` CSV output, distinct `-p`
+
+Environment: ROUNDS (5), SIDES (ours,libfabric,ucx), ONLY (regex on metric names),
+OURS_PROV (shm: `-p` of our tools), OURS_DIR (target/release/examples),
+BEST_OF (1: each side's slot in a round runs its command that many times back to back
+and keeps the best value, a filter against preemption by other load; all are kept raw),
+PRIO (none | nice: `nice -n -10` | rt: `chrt -f 1`, applied alike to every measured
+process of every side; rt keeps busy-polling pairs from being preempted by other load,
+the kernel's RT throttling still leaves other processes 5% of each CPU),
+RESULTS (JSON file to write, default target/peers/shm_vs_peers.json), VERBOSE=1 (echo
+every command). `--list` prints the metric table with every side's exact command.
+"""
+
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+OURS_DIR = os.environ.get("OURS_DIR", os.path.join(REPO, "target", "release", "examples"))
+OURS_PROV = os.environ.get("OURS_PROV", "shm")
+FI_PEER = os.path.join(HERE, "fi_peer.sh")
+RUN_TIMEOUT = float(os.environ.get("RUN_TIMEOUT", "90"))
+VERBOSE = os.environ.get("VERBOSE") == "1"
+
+UCX_SMALL = "posix,self"
+UCX_LARGE = "cma,posix,self"
+MIB = 1 << 20
+# UCX prints bandwidth in MiB/s; everything here is 10^6 bytes/s as fabtests prints.
+MIB_PER_S_TO_MB_PER_S = MIB / 1e6
+
+SIDE_NAMES = ("ours", "libfabric", "ucx")
+
+
+class Spec:
+    """How one side measures one metric: a command and the field to take."""
+
+    def __init__(self, kind, args, field, env=None, note=""):
+        self.kind = kind  # "ours", "fi_pingpong", "fi_peer", "ucx"
+        self.args = args
+        self.field = field
+        self.env = env or {}
+        self.note = note
+
+
+class Metric:
+    def __init__(self, name, unit, lower_better, ours, libfabric, ucx):
+        self.name = name
+        self.unit = unit
+        self.lower_better = lower_better
+        self.sides = {"ours": ours, "libfabric": libfabric, "ucx": ucx}
+
+
+def lat_iters(size):
+    return 5000 if size <= 4096 else 2000
+
+
+def metrics():
+    out = []
+    for mode in ("tagged", "msg"):
+        for size in (8, 64, 4096, 65536):
+            n = lat_iters(size)
+            pp = ["-p", "shm", "-e", "rdm", "-m", mode, "-I", str(n), "-S", str(size)]
+            ours_pp = ["-p", OURS_PROV, "-e", "rdm", "-m", mode, "-I", str(n), "-S", str(size)]
+            ucx_test = "tag_lat" if mode == "tagged" else "ucp_am_lat"
+            out.append(Metric(
+                f"{'tag' if mode == 'tagged' else 'msg'}_lat_{size}", "usec", True,
+                Spec("ours", ["pingpong"] + ours_pp, "usec_per_xfer"),
+                Spec("fi_pingpong", pp, "usec_per_xfer"),
+                Spec("ucx", ["-t", ucx_test, "-s", str(size), "-n", str(n), "-w", "500"],
+                     "overall_lat", {"UCX_TLS": UCX_SMALL}),
+            ))
+    # Tagged bandwidth: window 64 at 1 MiB, 16 at 16 MiB (the receive buffer is reused).
+    for size, win, iters in ((MIB, 64, 640), (16 * MIB, 16, 64)):
+        out.append(Metric(
+            f"tag_bw_{size // MIB}m", "MB/s", False,
+            Spec("ours", ["rdm_tagged_bw", "-p", OURS_PROV, "-S", str(size), "-W", str(win),
+                          "-I", str(iters)], "mb_per_sec"),
+            Spec("fi_peer", ["-t", "tagged", "-S", str(size), "-W", str(win), "-I", str(iters)],
+                 "mb_per_sec"),
+            Spec("ucx", ["-t", "tag_bw", "-s", str(size), "-n", str(iters), "-w", str(win),
+                         "-O", str(win)], "overall_bw", {"UCX_TLS": UCX_LARGE}),
+        ))
+    out.append(Metric(
+        "tag_rate_8", "msg/s", False,
+        Spec("ours", ["rdm_tagged_bw", "-p", OURS_PROV, "-S", "8", "-W", "64", "-I", "64000"],
+             "msgs_per_sec"),
+        Spec("fi_peer", ["-t", "tagged", "-S", "8", "-W", "64", "-I", "64000"], "ops_per_sec"),
+        Spec("ucx", ["-t", "tag_bw", "-s", "8", "-n", "64000", "-w", "6400", "-O", "64"],
+             "overall_mr", {"UCX_TLS": UCX_SMALL}),
+    ))
+    out.append(Metric(
+        "rma_write_rate_8", "ops/s", False,
+        Spec("ours", ["rma_bw", "-p", OURS_PROV, "-o", "write", "-S", "8", "-W", "64",
+                      "-I", "64000"], "ops_per_sec"),
+        Spec("fi_peer", ["-t", "write", "-S", "8", "-W", "64", "-I", "64000"], "ops_per_sec"),
+        Spec("ucx", ["-t", "ucp_put_bw", "-s", "8", "-n", "64000", "-w", "6400", "-O", "64"],
+             "overall_mr", {"UCX_TLS": UCX_SMALL}),
+    ))
+    out.append(Metric(
+        "rma_write_bw_1m", "MB/s", False,
+        Spec("ours", ["rma_bw", "-p", OURS_PROV, "-o", "write", "-S", str(MIB), "-W", "64",
+                      "-I", "640"], "mb_per_sec"),
+        Spec("fi_peer", ["-t", "write", "-S", str(MIB), "-W", "64", "-I", "640"], "mb_per_sec"),
+        Spec("ucx", ["-t", "ucp_put_bw", "-s", str(MIB), "-n", "640", "-w", "64", "-O", "64"],
+             "overall_bw", {"UCX_TLS": UCX_LARGE}),
+    ))
+    # Window 1: post one write, wait for its completion. UCX's put completes once the
+    # data is stored into the peer's mapped segment; its closest test is ucp_put_lat
+    # (a put ping-pong, one-way time), reported in its own row below.
+    out.append(Metric(
+        "rma_write_lat_8", "usec", True,
+        Spec("ours", ["rma_bw", "-p", OURS_PROV, "-o", "write", "-S", "8", "-W", "1",
+                      "-I", "10000"], "usec_per_op"),
+        Spec("fi_peer", ["-t", "write", "-S", "8", "-W", "1", "-I", "10000"], "usec_per_op"),
+        Spec("ucx", ["-t", "ucp_put_bw", "-s", "8", "-n", "10000", "-w", "500", "-O", "1"],
+             "overall_lat", {"UCX_TLS": UCX_SMALL}),
+    ))
+    out.append(Metric(
+        "put_pingpong_lat_8", "usec", True,
+        None,
+        None,
+        Spec("ucx", ["-t", "ucp_put_lat", "-s", "8", "-n", "10000", "-w", "500"],
+             "overall_lat", {"UCX_TLS": UCX_SMALL}),
+    ))
+    out.append(Metric(
+        "fadd_lat_8", "usec", True,
+        Spec("ours", ["rma_bw", "-p", OURS_PROV, "-o", "fadd", "-S", "8", "-W", "1",
+                      "-I", "10000"], "usec_per_op"),
+        Spec("fi_peer", ["-t", "fadd", "-S", "8", "-W", "1", "-I", "10000"], "usec_per_op"),
+        Spec("ucx", ["-t", "ucp_fadd", "-s", "8", "-n", "10000", "-w", "500", "-O", "1"],
+             "overall_lat", {"UCX_TLS": UCX_SMALL}),
+    ))
+    return out
+
+
+# ---------------------------------------------------------------- running processes
+
+class RunError(Exception):
+    pass
+
+
+_port = [int(os.environ.get("PORT_BASE", str(21000 + (os.getpid() % 2000) * 10)))]
+
+
+def next_port():
+    _port[0] += 1
+    if _port[0] > 60000:
+        _port[0] = 21000
+    return _port[0]
+
+
+def listening(port):
+    """True once some socket listens on `port` (read from /proc: a probe connection
+    would be taken by the server as its client)."""
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def show(cmd, env):
+    pre = " ".join(f"{k}={v}" for k, v in env.items())
+    return (pre + " " if pre else "") + " ".join(shlex.quote(c) for c in cmd)
+
+
+PRIO_PREFIX = {"none": [], "nice": ["nice", "-n", "-10"], "rt": ["chrt", "-f", "1"]}
+
+
+def prio():
+    name = os.environ.get("PRIO", "none")
+    if name not in PRIO_PREFIX:
+        sys.exit(f"PRIO: one of {', '.join(PRIO_PREFIX)}")
+    return PRIO_PREFIX[name]
+
+
+def run_one(cmd, env=None, timeout=RUN_TIMEOUT):
+    cmd = prio() + cmd
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    if VERBOSE:
+        print("  $ " + show(cmd, env or {}), file=sys.stderr)
+    try:
+        p = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout,
+                           start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        raise RunError(f"timed out after {timeout:.0f}s") from e
+    except OSError as e:
+        raise RunError(str(e)) from e
+    if p.returncode != 0:
+        err = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        raise RunError(f"exit {p.returncode}: {err[-1] if err else ''}")
+    return p.stdout
+
+
+def kill_group(proc):
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def run_pair(server_cmd, client_cmd, port, env=None, timeout=RUN_TIMEOUT):
+    """Server in the background (its own process group), client once it listens."""
+    server_cmd = prio() + server_cmd
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    if VERBOSE:
+        print("  $ " + show(server_cmd, env or {}) + " &", file=sys.stderr)
+    server = subprocess.Popen(server_cmd, env=full_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not listening(port):
+            if server.poll() is not None:
+                raise RunError(f"server exit {server.returncode}: "
+                               f"{(server.stderr.read() or '').strip()[-200:]}")
+            if time.monotonic() > deadline:
+                raise RunError("server never listened")
+            time.sleep(0.02)
+        out = run_one(client_cmd, env, timeout)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        return out
+    finally:
+        kill_group(server)
+
+
+# ---------------------------------------------------------------- parsing
+
+def parse_json_lines(text, field):
+    last = None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                last = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    if last is None:
+        raise RunError("no JSON line in output")
+    if field not in last:
+        raise RunError(f"JSON has no field {field!r}: {sorted(last)}")
+    return float(last[field]), last
+
+
+FI_PP_COLS = ["bytes", "sent", "ack", "total", "time", "mb_per_sec", "usec_per_xfer",
+              "mxfers_per_sec"]
+
+
+def parse_fi_pingpong(text, field):
+    """fi_pingpong's table: a header starting `bytes` and one line per size."""
+    lines = [l.split() for l in text.splitlines() if l.strip()]
+    for i, cols in enumerate(lines):
+        if cols and cols[0] == "bytes" and i + 1 < len(lines):
+            row = lines[-1]
+            if len(row) != len(FI_PP_COLS):
+                break
+            rec = dict(zip(FI_PP_COLS, row))
+            return float(rec[field]), rec
+    raise RunError("fi_pingpong: no result line")
+
+
+def parse_ucx_csv(text, field):
+    """ucx_perftest -v: a CSV header `iterations,...` then lines; intermediate reports
+    are prefixed `[thread N]`, the final one is a bare line."""
+    header = None
+    final = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("iterations,"):
+            header = s.split(",")
+        elif header and re.match(r"^\d+,", s):
+            final = s.split(",")
+    if not header or not final or len(final) != len(header):
+        raise RunError("ucx_perftest: no final CSV line")
+    rec = dict(zip(header, final))
+    value = float(rec[field])
+    if field.endswith("_bw"):
+        value *= MIB_PER_S_TO_MB_PER_S
+    return value, rec
+
+
+# ---------------------------------------------------------------- sides
+
+_help_cache = {}
+
+
+def ours_flags_supported(tool):
+    """The short/long flags our tool's --help mentions (the new tools are still being
+    written: a flag they do not take is dropped rather than failing the run)."""
+    if tool not in _help_cache:
+        try:
+            p = subprocess.run([os.path.join(OURS_DIR, tool), "--help"], capture_output=True,
+                               text=True, timeout=20)
+            _help_cache[tool] = set(re.findall(r"(?<![\w-])(-[A-Za-z]|--[a-z][\w-]*)",
+                                               p.stdout + p.stderr))
+        except (OSError, subprocess.TimeoutExpired):
+            _help_cache[tool] = set()
+    return _help_cache[tool]
+
+
+def ours_command(spec):
+    tool, args = spec.args[0], spec.args[1:]
+    known = ours_flags_supported(tool)
+    cmd = [os.path.join(OURS_DIR, tool)]
+    i = 0
+    while i < len(args):
+        flag, value = args[i], args[i + 1]
+        if not known or flag in known:
+            cmd += [flag, value]
+        i += 2
+    return cmd + ["--json"]
+
+
+def peer_commands(spec, port):
+    """(server command or None, client command) of a peer spec."""
+    if spec.kind == "fi_pingpong":
+        return (["fi_pingpong"] + spec.args + ["-B", str(port)],
+                ["fi_pingpong"] + spec.args + ["-P", str(port), "127.0.0.1"])
+    if spec.kind == "fi_peer":
+        return None, [FI_PEER] + spec.args
+    if spec.kind == "ucx":
+        return (["ucx_perftest", "-p", str(port)],
+                ["ucx_perftest", "127.0.0.1", "-p", str(port), "-v"] + spec.args)
+    raise ValueError(spec.kind)
+
+
+def describe(spec, port=None):
+    """The exact command line(s) of a spec, for --list and the results file."""
+    if spec is None:
+        return "n/a"
+    if spec.kind == "ours":
+        return " ".join(shlex.quote(c) for c in prio() + ours_command(spec))
+    server, client = peer_commands(spec, port or 0)
+    text = show(prio() + client, spec.env)
+    if server:
+        text = show(prio() + server, spec.env) + " &  then  " + text
+    return text
+
+
+def measure(spec):
+    if spec.kind == "ours":
+        exe = os.path.join(OURS_DIR, spec.args[0])
+        if not os.access(exe, os.X_OK):
+            raise RunError("not built")
+        return parse_json_lines(run_one(ours_command(spec)), spec.field)
+    port = next_port()
+    server, client = peer_commands(spec, port)
+    if server is None:
+        return parse_json_lines(run_one(client, spec.env), spec.field)
+    out = run_pair(server, client, port, spec.env)
+    if spec.kind == "fi_pingpong":
+        return parse_fi_pingpong(out, spec.field)
+    return parse_ucx_csv(out, spec.field)
+
+
+# ---------------------------------------------------------------- report
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 1e6:
+        return f"{v / 1e6:.3f}M"
+    if v >= 1e4:
+        return f"{v / 1e3:.1f}k"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3f}"
+
+
+def median(vals):
+    vals = [v for v in vals if isinstance(v, float)]
+    return statistics.median(vals) if vals else None
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "-"
+
+
+def report(ms, results, errors, sides):
+    print()
+    print("Medians over rounds (MB/s = 10^6 B/s; usec lower is better, rates higher).")
+    print("ours/x is the plain quotient of the medians.")
+    head = ["metric", "unit", "ours", "libfabric", "UCX", "ours/libfabric", "ours/UCX"]
+    rows = []
+    for m in ms:
+        med = {s: median(results[m.name][s]) for s in SIDE_NAMES}
+        cells = []
+        for s in SIDE_NAMES:
+            if m.sides[s] is None:
+                cells.append("n/a")
+            elif s not in sides:
+                cells.append("skipped")
+            elif med[s] is None:
+                err = errors[m.name].get(s, "failed")
+                cells.append("not built" if err == "not built" else "failed")
+            else:
+                cells.append(fmt(med[s]))
+        rows.append([m.name, m.unit] + cells + [ratio(med["ours"], med["libfabric"]),
+                                                ratio(med["ours"], med["ucx"])])
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
+                                for i, (c, w) in enumerate(zip(r, widths)))
+    print(line(head))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    print()
+    print("Raw per-round values:")
+    for m in ms:
+        for s in SIDE_NAMES:
+            if m.sides[s] is None or s not in sides:
+                continue
+            vals = results[m.name][s]
+            shown = " ".join(fmt(v) if isinstance(v, float) else "x" for v in vals)
+            extra = f"   ({errors[m.name][s]})" if s in errors[m.name] else ""
+            print(f"  {m.name:<20} {s:<9} {shown}{extra}")
+
+
+def main():
+    ms = metrics()
+    only = os.environ.get("ONLY")
+    if only:
+        ms = [m for m in ms if re.search(only, m.name)]
+    sides = [s.strip() for s in os.environ.get("SIDES", ",".join(SIDE_NAMES)).split(",")]
+    bad = [s for s in sides if s not in SIDE_NAMES]
+    if bad:
+        sys.exit(f"SIDES: unknown side(s) {bad}; use {','.join(SIDE_NAMES)}")
+    if "--list" in sys.argv[1:]:
+        for m in ms:
+            print(f"{m.name} [{m.unit}]")
+            for s in SIDE_NAMES:
+                print(f"  {s:<9} {describe(m.sides[s], 'PORT')}")
+        return 0
+    try:
+        rounds = int(os.environ.get("ROUNDS", "5"))
+    except ValueError:
+        sys.exit("ROUNDS must be an integer")
+    if rounds < 1:
+        sys.exit("ROUNDS must be at least 1")
+
+    try:
+        best_of = int(os.environ.get("BEST_OF", "1"))
+    except ValueError:
+        sys.exit("BEST_OF must be an integer")
+    if best_of < 1:
+        sys.exit("BEST_OF must be at least 1")
+    load0 = os.getloadavg()
+    results = {m.name: {s: [] for s in SIDE_NAMES} for m in ms}
+    errors = {m.name: {} for m in ms}
+    records = []
+    start = time.monotonic()
+    for r in range(rounds):
+        print(f"round {r + 1}/{rounds} ({time.monotonic() - start:.0f}s)", file=sys.stderr)
+        order = list(sides[r % len(sides):]) + list(sides[:r % len(sides)])
+        for m in ms:
+            for s in order:
+                spec = m.sides[s]
+                if spec is None:
+                    continue
+                tries = []
+                for _ in range(best_of):
+                    try:
+                        value, raw = measure(spec)
+                    except RunError as e:
+                        errors[m.name][s] = str(e)
+                        if str(e) != "not built":
+                            print(f"  {m.name} {s}: {e}", file=sys.stderr)
+                        break
+                    tries.append(value)
+                    records.append({"round": r + 1, "metric": m.name, "side": s,
+                                    "value": value, "raw": raw,
+                                    "loadavg": os.getloadavg()[0],
+                                    "command": describe(spec, "PORT")})
+                if tries:
+                    results[m.name][s].append(min(tries) if m.lower_better else max(tries))
+                else:
+                    results[m.name][s].append(None)
+    elapsed = time.monotonic() - start
+    for m in ms:
+        if "ours" in sides and errors[m.name].get("ours") == "not built":
+            print(f"{m.name}: ours: not built ({m.sides['ours'].args[0]})")
+    report(ms, results, errors, sides)
+    load1 = os.getloadavg()
+    print(f"\n{rounds} rounds (best of {best_of} per slot, PRIO={os.environ.get('PRIO', 'none')}) "
+          f"in {elapsed:.0f}s; "
+          f"1-min load average {load0[0]:.2f} at start, {load1[0]:.2f} at end "
+          f"on {os.cpu_count()} CPUs")
+    path = os.environ.get("RESULTS", os.path.join(REPO, "target", "peers", "shm_vs_peers.json"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"rounds": rounds, "best_of": best_of,
+                   "prio": os.environ.get("PRIO", "none"), "records": records,
+                   "medians": {m.name: {s: median(results[m.name][s]) for s in SIDE_NAMES}
+                               for m in ms},
+                   "commands": {m.name: {s: describe(m.sides[s], "PORT") for s in SIDE_NAMES}
+                                for m in ms}}, f, indent=1)
+    print(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Our shm provider side by side with libfabric's shm provider and UCX (posix/cma), two
+# processes on this host, in alternating rounds; prints per-side medians and the raw
+# per-round values.
+#
+#   benches/shm_vs_peers.sh                 # 5 rounds, all sides, all metrics
+#   ROUNDS=3 ONLY='lat' benches/shm_vs_peers.sh
+#   SIDES=libfabric,ucx benches/shm_vs_peers.sh      # the peers only
+#   benches/shm_vs_peers.sh --list          # every metric's exact command per side
+#
+# Environment:
+#   ROUNDS      rounds (5); each round runs every metric once per side, the side order
+#               rotating per round
+#   SIDES       comma list of ours,libfabric,ucx (all)
+#   ONLY        regex on metric names (tag_lat_8, msg_lat_4096, tag_bw_1m, tag_bw_16m,
+#               tag_rate_8, rma_write_rate_8, rma_write_bw_1m, rma_write_lat_8,
+#               put_pingpong_lat_8, fadd_lat_8)
+#   OURS_PROV   `-p` given to our tools (shm)
+#   SKIP_BUILD  1: do not run `cargo build --release --examples` first
+#   BEST_OF     k (1): run each slot k times back to back and keep the best value
+#   PRIO        none (default) | nice (nice -n -10) | rt (chrt -f 1): scheduling of every
+#               measured process, all sides alike. On a loaded 2-core box busy-polling
+#               pairs get preempted for milliseconds; rt makes the figures repeatable
+#               (RT throttling still leaves other processes 5% of each CPU)
+#   VERBOSE     1: echo every command run
+#   RESULTS     JSON file for all values and commands (target/peers/shm_vs_peers.json)
+#
+# Ours: target/release/examples/{pingpong,rdm_tagged_bw,rma_bw} ... --json, each
+# spawning its own peer process; a tool not built yet shows as "not built".
+# Peers (apt-get install -y libfabric-bin libfabric-dev ucx-utils): fi_pingpong for
+# libfabric latency, benches/peers/fi_peer.sh (a fabtests-style C program built against
+# the installed libfabric: Debian does not package fabtests) for libfabric bandwidth,
+# message rate, RMA and atomics, ucx_perftest with UCX_TLS=posix,self (latency, rates)
+# or cma,posix,self (1 MiB and 16 MiB bandwidth).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+missing=()
+for tool in fi_pingpong ucx_perftest python3; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+    echo "missing: ${missing[*]} (apt-get install -y libfabric-bin libfabric-dev ucx-utils)" >&2
+    exit 1
+fi
+
+if [[ "${1:-}" != "--list" ]]; then
+    if [[ "${SKIP_BUILD:-0}" != 1 && ",${SIDES:-ours}," == *",ours,"* ]]; then
+        echo "building our examples (cargo build --release --examples)" >&2
+        if ! cargo build --release --examples >&2; then
+            echo "cargo build failed: measuring whichever of our examples exist" >&2
+        fi
+    fi
+    benches/peers/fi_peer.sh --build >/dev/null
+fi
+
+exec python3 benches/peers/shm_vs_peers.py "$@"
