@@ -23,6 +23,7 @@ use fabric::flags::{Caps, Mode};
 use fabric::info::{addr_format_name, ep_type_name, version};
 use fabric::{getinfo, Error, Hints, Info, Provider, Stack};
 use fabric_loopback::Loopback;
+use fabric_shm::Shm;
 
 /// The libfabric API version this crate models (`fi_info --version`'s "api").
 const API_VERSION: u32 = version(1, 17);
@@ -133,7 +134,7 @@ impl ProviderEntry {
 }
 
 fn providers() -> Vec<ProviderEntry> {
-    vec![ProviderEntry::of::<Loopback>()]
+    vec![ProviderEntry::of::<Shm>(), ProviderEntry::of::<Loopback>()]
 }
 
 /// One environment variable the library (or this build) reads.
@@ -516,14 +517,18 @@ mod tests {
 
     #[test]
     fn verbose_output_has_separators_and_default_stack() {
-        let out = run(&args(&["-v", "-t", "FI_EP_DGRAM", "-c", "FI_MSG"]), &no_env).unwrap();
+        let out = run(
+            &args(&["-v", "-p", "loopback", "-t", "FI_EP_DGRAM", "-c", "FI_MSG"]),
+            &no_env,
+        )
+        .unwrap();
         assert!(out.starts_with("---\nfi_info:\n    caps: [ FI_MSG"));
         assert_eq!(out.matches("---\n").count(), 1);
         assert!(out.contains("        threading: FI_THREAD_DOMAIN\n"));
         assert!(out.contains("        data_progress: FI_PROGRESS_MANUAL\n"));
         assert!(out.contains("        av_type: FI_AV_TABLE\n"));
         assert!(out.contains("        type: FI_EP_DGRAM\n"));
-        let filtered = run(&args(&["-i", "FI_EP_RDM"]), &no_env).unwrap();
+        let filtered = run(&args(&["-p", "loopback", "-i", "FI_EP_RDM"]), &no_env).unwrap();
         assert_eq!(filtered.matches("fi_info:").count(), 1);
         assert!(filtered.contains("type: FI_EP_RDM"));
     }
@@ -536,13 +541,9 @@ mod tests {
         // A capability the provider lacks is the same error.
         let e = run(&args(&["-c", "FI_MULTICAST"]), &no_env).unwrap_err();
         assert_eq!(e.status, 61);
-        // Excluding the only provider leaves nothing.
-        assert_eq!(
-            run(&args(&["-p", "^loopback"]), &no_env)
-                .unwrap_err()
-                .status,
-            61
-        );
+        // Excluding every provider (FI_PROVIDER) leaves nothing.
+        let none = |k: &str| (k == "FI_PROVIDER").then(|| "^loopback,shm".to_string());
+        assert_eq!(run(&args(&[]), &none).unwrap_err().status, 61);
     }
 
     #[test]
@@ -562,7 +563,7 @@ mod tests {
     fn list_and_version() {
         assert_eq!(
             run(&args(&["-l"]), &no_env).unwrap(),
-            "loopback:\n    version: 1.0\n"
+            "shm:\n    version: 1.0\nloopback:\n    version: 1.0\n"
         );
         let v = run(&args(&["--version"]), &no_env).unwrap();
         assert!(v.starts_with("info: ") && v.ends_with("fabric api: 1.17\n"));
