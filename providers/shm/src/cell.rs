@@ -64,8 +64,17 @@ pub struct Desc {
 impl Desc {
     /// Read with `process_vm_readv` from the sender's memory.
     pub const CMA: u32 = 1;
-    /// Copied from the sender's staging file, mapped by the receiver.
+    /// Copied from the sender's near staging file (small, always there), mapped by the
+    /// receiver.
     pub const MAPPED: u32 = 2;
+    /// Copied from the sender's far staging file (large, when cross-memory attach is
+    /// refused), mapped by the receiver.
+    pub const MAPPED_FAR: u32 = 3;
+
+    /// The staging file a mapped descriptor points into.
+    pub fn file(&self) -> usize {
+        usize::from(self.mode == Desc::MAPPED_FAR)
+    }
 
     /// The wire form.
     pub fn encode(&self) -> [u8; DESC_LEN] {
@@ -96,7 +105,7 @@ impl Desc {
             mode: u32_at(20),
             gen: u64_at(24),
         };
-        if !matches!(d.mode, Desc::CMA | Desc::MAPPED) {
+        if !matches!(d.mode, Desc::CMA | Desc::MAPPED | Desc::MAPPED_FAR) {
             return Err(Error::Io);
         }
         Ok(d)

@@ -11,11 +11,12 @@
 //! header fields the packet needs and the start of the payload, so a tagged message of
 //! up to 48 bytes is one cache line. The receiver polls only the next cell of each of
 //! its channels. Payloads up to [`INLINE_MAX`] bytes travel in the ring; larger ones
-//! are staged once by the sender and read by the receiver straight into their
-//! destination with `process_vm_readv` (or, where the kernel refuses it or
-//! `FABRIC_SHM_CMA=0` asks, from a staging file the receiver maps). Matching, RMA and
-//! atomics against the MR table (checked on the target), completions and counters are
-//! the core's.
+//! are staged once by the sender and copied by the receiver straight into their
+//! destination: up to 1 MiB from a small staging file the receiver maps, beyond that
+//! with `process_vm_readv` from the sender's private memory (or, where the kernel
+//! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). Matching,
+//! RMA and atomics against the MR table (checked on the target), completions and
+//! counters are the core's.
 //!
 //! An address ([`NAME_LEN`] bytes) names the owner process by pid *and* start time, so
 //! a reused pid is never mistaken for the peer. A peer that dies is noticed within
@@ -23,9 +24,10 @@
 //! `FI_EHOSTUNREACH`.
 //!
 //! Environment: `FABRIC_SHM_CMA=0` forces the bounce-buffer path for large payloads;
-//! `FABRIC_SHM_CHANNELS` (default 32, at most 64) and `FABRIC_SHM_CELLS` (default 1024,
-//! a power of two) size each endpoint's region, by default
-//! [`DEFAULT_REGION_BYTES`] (about 2.1 MiB).
+//! `FABRIC_SHM_CHANNELS` (default 16, at most 64) and `FABRIC_SHM_CELLS` (default 1024,
+//! a power of two) size each endpoint's region, by default [`DEFAULT_REGION_BYTES`]
+//! (about 1.0 MiB); with the 2.5 MiB near staging file an endpoint shares
+//! [`DEFAULT_FOOTPRINT_BYTES`] (about 3.6 MiB) by default.
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -69,11 +71,14 @@ pub const INLINE_MAX: usize = 8192;
 /// Largest message.
 pub const MAX_MSG_SIZE: usize = 64 << 20;
 /// Default channels per endpoint region (sending peers at once).
-pub const DEFAULT_CHANNELS: usize = 32;
+pub const DEFAULT_CHANNELS: usize = 16;
 /// Default cells per channel.
 pub const DEFAULT_CELLS: usize = 1024;
 /// Bytes of an endpoint's shared region with the default geometry.
 pub const DEFAULT_REGION_BYTES: usize = 4096 + DEFAULT_CHANNELS * (128 + DEFAULT_CELLS * 64);
+/// Shared memory of one endpoint by default: its region plus its near staging file
+/// (about 3.57 MiB).
+pub const DEFAULT_FOOTPRINT_BYTES: usize = DEFAULT_REGION_BYTES + stage::NEAR_BYTES;
 
 /// The shm provider marker.
 pub enum Shm {}

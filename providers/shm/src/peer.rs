@@ -36,8 +36,8 @@ pub struct PeerRegion {
     pub local: Option<Arc<Local>>,
     /// Set once the peer was seen dead: later sends fail at once.
     dead: AtomicBool,
-    /// The peer's staging file, mapped on first use (bounce-buffer fallback).
-    pub stage: OnceLock<Result<StageMap>>,
+    /// The peer's staging files (near, far), mapped on first use.
+    pub stage: [OnceLock<Result<StageMap>>; 2],
 }
 
 impl PeerRegion {
@@ -128,7 +128,7 @@ pub fn resolve(raw: &[u8]) -> Result<Arc<PeerRegion>> {
         proc,
         local,
         dead: AtomicBool::new(false),
-        stage: OnceLock::new(),
+        stage: [OnceLock::new(), OnceLock::new()],
     });
     let mut map = peers();
     // Drop mappings of peers that are gone and that nobody uses any more.

@@ -43,8 +43,8 @@ const OFF_ACTIVE: usize = 56;
 const OFF_CLAIMS: usize = 64;
 const OFF_RELEASE: usize = OFF_CLAIMS + 8 * MAX_CHANNELS;
 const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
-const OFF_STAGE_FD: usize = OFF_WAKE + 8;
-const OFF_STAGE_LEN: usize = OFF_WAKE + 16;
+/// Staging files: (fd u32, len u64) pairs, near then far.
+const OFF_STAGE: usize = OFF_WAKE + 8;
 const HEADER_BYTES: usize = 4096;
 static_assertions::const_assert!(OFF_WAKE + 64 <= HEADER_BYTES);
 
@@ -278,16 +278,18 @@ impl Region {
         self.atomic(OFF_WAKE)
     }
 
-    /// Publishes the owner's staging file (bounce-buffer fallback).
-    pub fn set_stage(&self, fd: u32, len: u64) {
-        self.put_u32(OFF_STAGE_FD, fd);
-        self.atomic(OFF_STAGE_LEN).store(len, Ordering::Release);
+    /// Publishes the owner's staging file `i` (0: near, 1: far).
+    pub fn set_stage(&self, i: usize, fd: u32, len: u64) {
+        let off = OFF_STAGE + 16 * (i & 1);
+        self.put_u32(off, fd);
+        self.atomic(off + 8).store(len, Ordering::Release);
     }
 
-    /// The owner's staging file descriptor and length, if it has one.
-    pub fn stage(&self) -> Option<(u32, u64)> {
-        let len = self.atomic(OFF_STAGE_LEN).load(Ordering::Acquire);
-        (len != 0).then(|| (self.get_u32(OFF_STAGE_FD), len))
+    /// The owner's staging file `i`: descriptor and length, if it has one.
+    pub fn stage(&self, i: usize) -> Option<(u32, u64)> {
+        let off = OFF_STAGE + 16 * (i & 1);
+        let len = self.atomic(off + 8).load(Ordering::Acquire);
+        (len != 0).then(|| (self.get_u32(off), len))
     }
 
     /// Copies `src` into the region at `off`.

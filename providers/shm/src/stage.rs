@@ -2,12 +2,14 @@
 //! a staging slot of the sender (the core promises callers that send buffers are
 //! theirs again when the call returns), and the receiver copies it from there straight
 //! into its destination:
-//! - cross-memory attach (the default when the start-up probe works): the slot is
-//!   private memory of the sender and the receiver reads it with `process_vm_readv`,
-//!   so large data never occupies shared memory;
-//! - bounce-buffer fallback (`FABRIC_SHM_CMA=0`, or when the kernel refuses the
-//!   probe): the slot is an extent of the sender's staging file, which the receiver
-//!   maps on first use.
+//! - near staging file (every endpoint, [`NEAR_BYTES`]): payloads up to [`NEAR_MAX`]
+//!   while it has room; the receiver maps it once and copies with `memcpy`, no system
+//!   call per message;
+//! - private buffers read with cross-memory attach (`process_vm_readv`, when the
+//!   start-up probe works), for larger payloads or when the near file is full, so
+//!   large data never takes shared memory;
+//! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
+//!   refuses the probe), sparse, mapped by the receiver on first use.
 //!
 //! The receiver writes the slot's generation into the sender's release word once it
 //! has copied the payload; the sender reuses released slots, and slots whose receiver
@@ -24,9 +26,14 @@ use crate::peer::PeerRegion;
 use crate::region::{Region, STAGE_SLOTS};
 use crate::sys::{self, Mapping};
 
-/// Bytes of the staging file of the bounce-buffer fallback (sparse: only extents in
+/// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
+/// staged there while it has room. Counted in the default footprint.
+pub const NEAR_BYTES: usize = 2560 << 10;
+/// Largest payload staged in the near file.
+pub const NEAR_MAX: usize = 1 << 20;
+/// Bytes of the far staging file of the bounce-buffer fallback (sparse: only extents in
 /// use take memory).
-pub const STAGE_FILE_BYTES: usize = 256 << 20;
+pub const FAR_BYTES: usize = 256 << 20;
 /// Most bytes staged privately at once (cross-memory attach) before sends see EAGAIN.
 pub const STAGE_PRIVATE_BYTES: usize = 512 << 20;
 
@@ -35,55 +42,69 @@ struct Slot {
     busy: bool,
     /// Private buffer (cross-memory attach).
     buf: Vec<u8>,
-    /// Extent of the staging file (bounce buffers).
+    /// Staging file (0 near, 1 far) and extent, or `None` for a private buffer.
+    file: Option<usize>,
     off: usize,
     len: usize,
     peer: Option<Arc<PeerRegion>>,
 }
 
-enum Mode {
-    Cma,
-    Mapped { map: Mapping, _fd: OwnedFd },
+struct File {
+    map: Mapping,
+    _fd: OwnedFd,
+}
+
+impl File {
+    fn new(own: &Region, i: usize, len: usize) -> Result<File> {
+        let fd = sys::memfd(len)?;
+        let map = Mapping::new(&fd, len)?;
+        own.set_stage(i, fd.as_raw_fd() as u32, len as u64);
+        Ok(File { map, _fd: fd })
+    }
 }
 
 /// A sender's staging slots.
 pub struct Stage {
-    mode: Mode,
+    /// Near file (always), far file (only without cross-memory attach).
+    files: [Option<File>; 2],
+    cma: bool,
     slots: Vec<Slot>,
+    /// Bytes staged privately.
     used: usize,
 }
 
 impl Stage {
-    /// Staging for an endpoint whose region is `own`: private with cross-memory attach,
-    /// else a staging file published in `own`'s header.
+    /// Staging for an endpoint whose region is `own`: a near file for payloads up to
+    /// [`NEAR_MAX`], then private buffers read with cross-memory attach, or without it
+    /// a far file; both files are published in `own`'s header.
     pub fn new(own: &Region, cma: bool) -> Result<Stage> {
-        let mode = if cma {
-            Mode::Cma
+        let near = File::new(own, 0, NEAR_BYTES)?;
+        let far = if cma {
+            None
         } else {
-            let fd = sys::memfd(STAGE_FILE_BYTES)?;
-            let map = Mapping::new(&fd, STAGE_FILE_BYTES)?;
-            own.set_stage(fd.as_raw_fd() as u32, STAGE_FILE_BYTES as u64);
-            Mode::Mapped { map, _fd: fd }
+            Some(File::new(own, 1, FAR_BYTES)?)
         };
         let slots = (0..STAGE_SLOTS)
             .map(|_| Slot {
                 gen: 0,
                 busy: false,
                 buf: Vec::new(),
+                file: None,
                 off: 0,
                 len: 0,
                 peer: None,
             })
             .collect();
         Ok(Stage {
-            mode,
+            files: [Some(near), far],
+            cma,
             slots,
             used: 0,
         })
     }
 
     /// Copies `parts` (`len` bytes in all) into a free slot for `peer` and describes it.
-    /// `Again` while every slot (or the byte budget) is in use.
+    /// `Again` while every slot (or every byte of the place it needs) is in use.
     pub fn stage(
         &mut self,
         own: &Region,
@@ -92,46 +113,49 @@ impl Stage {
         len: usize,
     ) -> Result<Desc> {
         self.reclaim(own, false);
-        let s = match self.free_slot(len) {
-            Some(s) => s,
+        let placed = match self.place(len) {
+            Some(p) => p,
             None => {
                 self.reclaim(own, true);
-                self.free_slot(len).ok_or(Error::Again)?
+                self.place(len).ok_or(Error::Again)?
             }
         };
-        let mode;
-        let addr;
-        match &self.mode {
-            Mode::Cma => {
+        let (s, file, off) = placed;
+        let (addr, mode) = match file {
+            None => {
                 let slot = &mut self.slots[s];
                 slot.buf.clear();
                 slot.buf.reserve(len);
                 for p in parts {
                     slot.buf.extend_from_slice(p);
                 }
-                addr = slot.buf.as_ptr() as u64;
-                mode = Desc::CMA;
-                slot.len = len;
+                self.used += len;
+                (slot.buf.as_ptr() as u64, Desc::CMA)
             }
-            Mode::Mapped { map, .. } => {
-                let off = self.extent(len, map.len()).ok_or(Error::Again)?;
+            Some(f) => {
+                let map = &self.files[f].as_ref().ok_or(Error::NoMem)?.map;
                 let mut o = off;
                 for p in parts {
                     map.copy_in(o, p);
                     o += p.len();
                 }
-                let slot = &mut self.slots[s];
-                slot.off = off;
-                slot.len = len;
-                addr = off as u64;
-                mode = Desc::MAPPED;
+                (
+                    off as u64,
+                    if f == 0 {
+                        Desc::MAPPED
+                    } else {
+                        Desc::MAPPED_FAR
+                    },
+                )
             }
-        }
+        };
         let slot = &mut self.slots[s];
         slot.gen += 1;
         slot.busy = true;
+        slot.file = file;
+        slot.off = off;
+        slot.len = len;
         slot.peer = Some(peer.clone());
-        self.used += len;
         Ok(Desc {
             addr,
             len: len as u64,
@@ -139,6 +163,43 @@ impl Stage {
             mode,
             gen: slot.gen,
         })
+    }
+
+    /// Where a payload of `len` bytes goes: (slot, staging file or private, offset).
+    fn place(&self, len: usize) -> Option<(usize, Option<usize>, usize)> {
+        let s = self.slots.iter().position(|s| !s.busy)?;
+        if len <= NEAR_MAX {
+            if let Some(off) = self.extent(0, len) {
+                return Some((s, Some(0), off));
+            }
+        }
+        if self.cma {
+            if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
+                return None;
+            }
+            return Some((s, None, 0));
+        }
+        self.extent(1, len).map(|off| (s, Some(1), off))
+    }
+
+    /// First fit in staging file `f`, avoiding extents in use.
+    fn extent(&self, f: usize, len: usize) -> Option<usize> {
+        let cap = self.files[f].as_ref()?.map.len();
+        let mut busy: Vec<(usize, usize)> = self
+            .slots
+            .iter()
+            .filter(|s| s.busy && s.file == Some(f))
+            .map(|s| (s.off, s.off + s.len))
+            .collect();
+        busy.sort_unstable();
+        let mut at = 0usize;
+        for (b, e) in busy {
+            if b >= at + len {
+                break;
+            }
+            at = at.max(e.next_multiple_of(64));
+        }
+        (at + len <= cap).then_some(at)
     }
 
     /// Waits, up to `linger`, until every staged payload was copied by its receiver
@@ -155,33 +216,6 @@ impl Stage {
         }
     }
 
-    fn free_slot(&self, len: usize) -> Option<usize> {
-        if matches!(self.mode, Mode::Cma) && self.used + len > STAGE_PRIVATE_BYTES && self.used > 0
-        {
-            return None;
-        }
-        self.slots.iter().position(|s| !s.busy)
-    }
-
-    /// First fit in the staging file, avoiding extents in use.
-    fn extent(&self, len: usize, cap: usize) -> Option<usize> {
-        let mut busy: Vec<(usize, usize)> = self
-            .slots
-            .iter()
-            .filter(|s| s.busy)
-            .map(|s| (s.off, s.off + s.len))
-            .collect();
-        busy.sort_unstable();
-        let mut at = 0usize;
-        for (b, e) in busy {
-            if b >= at + len {
-                break;
-            }
-            at = at.max(e.next_multiple_of(64));
-        }
-        (at + len <= cap).then_some(at)
-    }
-
     /// Frees released slots; with `sweep`, also slots whose receiver is gone.
     fn reclaim(&mut self, own: &Region, sweep: bool) {
         for (i, s) in self.slots.iter_mut().enumerate() {
@@ -192,7 +226,9 @@ impl Stage {
             if released || (sweep && s.peer.as_ref().is_some_and(|p| p.gone())) {
                 s.busy = false;
                 s.peer = None;
-                self.used -= s.len;
+                if s.file.is_none() {
+                    self.used -= s.len;
+                }
                 if s.buf.capacity() > (64 << 20) {
                     s.buf = Vec::new();
                 }
@@ -207,9 +243,9 @@ pub struct StageMap {
 }
 
 impl StageMap {
-    /// Maps the staging file `peer` published.
-    pub fn open(peer: &PeerRegion) -> Result<StageMap> {
-        let (fd, len) = peer.region.stage().ok_or(Error::Io)?;
+    /// Maps staging file `i` that `peer` published.
+    pub fn open(peer: &PeerRegion, i: usize) -> Result<StageMap> {
+        let (fd, len) = peer.region.stage(i).ok_or(Error::Io)?;
         let fd = sys::open_peer_fd(peer.name.pid, fd)?;
         let len = usize::try_from(len).map_err(|_| Error::Io)?;
         if sys::file_size(&fd)? < len {
@@ -233,8 +269,8 @@ impl ShmPull {
     /// points outside what the peer published.
     pub fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<ShmPull> {
         let len = usize::try_from(desc.len).map_err(|_| Error::Io)?;
-        if desc.mode == Desc::MAPPED {
-            let map = Self::map(&peer)?;
+        if desc.mode != Desc::CMA {
+            let map = Self::map(&peer, desc.file())?;
             let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
             if off > map.map.len() || len > map.map.len() - off {
                 return Err(Error::Io);
@@ -247,9 +283,9 @@ impl ShmPull {
         })
     }
 
-    fn map(peer: &PeerRegion) -> Result<&StageMap> {
-        peer.stage
-            .get_or_init(|| StageMap::open(peer))
+    fn map(peer: &PeerRegion, i: usize) -> Result<&StageMap> {
+        peer.stage[i]
+            .get_or_init(|| StageMap::open(peer, i))
             .as_ref()
             .map_err(|e| *e)
     }
@@ -270,7 +306,9 @@ impl Pull for ShmPull {
             return sys::cma_read(self.peer.name.pid, at, dst);
         }
         // Bounds were checked against the mapping in `new`.
-        let b = Self::map(&self.peer)?.map.bytes(at as usize, dst.len());
+        let b = Self::map(&self.peer, self.desc.file())?
+            .map
+            .bytes(at as usize, dst.len());
         dst.copy_from_slice(b);
         Ok(())
     }

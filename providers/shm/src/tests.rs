@@ -70,6 +70,8 @@ fn compact_full_and_large_packets_arrive_in_order() {
         let small = [1u8; 48];
         let medium = vec![2u8; 5000];
         let large: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        // Past the near staging file: cross-memory attach, or the far file.
+        let huge: Vec<u8> = (0..(3usize << 20)).map(|i| (i * 7) as u8).collect();
         send(&mut a, &to_b, &tagged(7, 48), &small).unwrap();
         let with_data = Header {
             flags: HDR_REMOTE_CQ_DATA,
@@ -83,8 +85,10 @@ fn compact_full_and_large_packets_arrive_in_order() {
             ..tagged(9, large.len())
         };
         send(&mut a, &to_b, &acked, &large).unwrap();
+        send(&mut a, &to_b, &tagged(10, huge.len()), &huge).unwrap();
         let got = drain(&mut b);
-        assert_eq!(got.len(), 3, "cma={cma}");
+        assert_eq!(got.len(), 4, "cma={cma}");
+        assert_eq!(got[3].2, huge);
         assert_eq!((got[0].0.tag, &got[0].2[..]), (7, &small[..]));
         assert_eq!((got[1].0.tag, got[1].0.data), (8, 99));
         assert_eq!(got[1].2, medium);
@@ -274,4 +278,18 @@ fn staging_slots_are_reused() {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0.tag, i);
     }
+}
+
+#[test]
+fn default_footprint_is_at_most_4_mib() {
+    assert!(crate::DEFAULT_FOOTPRINT_BYTES <= 4 << 20);
+    let e = ShmEp::open(
+        crate::geometry().unwrap(),
+        Tuning {
+            inline_max: crate::INLINE_MAX,
+            cma: true,
+        },
+    )
+    .unwrap();
+    assert_eq!(e.region_bytes(), crate::DEFAULT_REGION_BYTES);
 }
