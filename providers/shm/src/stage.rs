@@ -169,9 +169,8 @@ impl Stage {
     fn place(&self, len: usize) -> Option<(usize, Option<usize>, usize)> {
         let s = self.slots.iter().position(|s| !s.busy)?;
         if len <= NEAR_MAX {
-            if let Some(off) = self.extent(0, len) {
-                return Some((s, Some(0), off));
-            }
+            // Waiting for room near beats a system call per message.
+            return self.extent(0, len).map(|off| (s, Some(0), off));
         }
         if self.cma {
             if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
