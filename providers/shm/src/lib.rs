@@ -79,6 +79,8 @@ pub const DEFAULT_REGION_BYTES: usize = 4096 + DEFAULT_CHANNELS * (128 + DEFAULT
 /// Shared memory of one endpoint by default: its region plus its near staging file
 /// (about 3.57 MiB).
 pub const DEFAULT_FOOTPRINT_BYTES: usize = DEFAULT_REGION_BYTES + stage::NEAR_BYTES;
+// The promise of the README: at most 4 MiB of shared memory per endpoint by default.
+static_assertions::const_assert!(DEFAULT_FOOTPRINT_BYTES <= 4 << 20);
 
 /// The shm provider marker.
 pub enum Shm {}

@@ -281,8 +281,7 @@ fn staging_slots_are_reused() {
 }
 
 #[test]
-fn default_footprint_is_at_most_4_mib() {
-    assert!(crate::DEFAULT_FOOTPRINT_BYTES <= 4 << 20);
+fn default_region_has_the_documented_size() {
     let e = ShmEp::open(
         crate::geometry().unwrap(),
         Tuning {
