@@ -168,39 +168,52 @@ impl Hasher for PairHasher {
 /// A sender's direct-access state: its cache of published segments of peers.
 #[derive(Default)]
 pub struct TxDirect {
-    cache: HashMap<(u64, u64), Cached, BuildHasherDefault<PairHasher>>,
+    /// Cached entries by (peer nonce, key).
+    entries: Vec<((u64, u64), Cached)>,
+    /// Index of `entries`.
+    index: HashMap<(u64, u64), usize, BuildHasherDefault<PairHasher>>,
+    /// The entry used last: repeated use of one (peer, key) skips the hash lookup.
+    last: usize,
     ops: u32,
 }
 
 impl TxDirect {
     /// The cached target for (`to`, `key`), looking it up and mapping it on a miss.
+    ///
+    /// A mapped entry is returned without checking that it is current: the caller
+    /// checks that once it counted itself busy, and evicts it when it is not.
     #[inline]
     fn target(&mut self, to: &PeerRegion, dir: &Arc<PeerDir>, key: u64) -> Option<&Target> {
         let k = (to.name.nonce, key);
-        let hit = match self.cache.get(&k) {
-            Some(c) => c.current(),
-            None => false,
+        let found = match self.entries.get(self.last) {
+            Some((at, _)) if *at == k => Some(self.last),
+            _ => self.index.get(&k).copied(),
         };
-        if !hit {
-            self.fill(to, dir, key);
-        }
-        match self.cache.get(&k) {
-            Some(Cached::Mapped(t)) => Some(t),
+        let i = match found {
+            Some(i) if matches!(self.entries[i].1, Cached::Mapped(_)) => i,
+            Some(i) if self.entries[i].1.current() => return None,
+            _ => self.fill(k, dir)?,
+        };
+        self.last = i;
+        match &self.entries[i].1 {
+            Cached::Mapped(t) => Some(t),
             _ => None,
         }
     }
 
+    /// Looks `k` up in the peer's directory and caches what it finds; returns its
+    /// index, or `None` when the entry changed while it was being mapped.
     #[cold]
     #[inline(never)]
-    fn fill(&mut self, to: &PeerRegion, dir: &Arc<PeerDir>, key: u64) {
+    fn fill(&mut self, k: (u64, u64), dir: &Arc<PeerDir>) -> Option<usize> {
         // Misses are rare (first use of a key, or after a change): drop what changed,
         // so mappings of withdrawn segments are released.
-        self.cache.retain(|_, c| c.current());
-        if self.cache.len() >= CACHE_MAX {
-            self.cache.clear();
+        self.entries.retain(|(_, c)| c.current());
+        if self.entries.len() >= CACHE_MAX {
+            self.entries.clear();
         }
         let epoch = dir.dir.epoch();
-        let entry = match dir.dir.lookup(key) {
+        let entry = match dir.dir.lookup(k.1) {
             None => Cached::Absent {
                 dir: dir.clone(),
                 epoch,
@@ -220,8 +233,11 @@ impl TxDirect {
                         seg,
                     })
                 }
-                // Changed meanwhile: next time looks again.
-                Ok(_) => return,
+                // Changed meanwhile: the next operation looks again.
+                Ok(_) => {
+                    self.reindex();
+                    return None;
+                }
                 Err(_) => Cached::Unmappable {
                     dir: dir.clone(),
                     slot: snap.slot,
@@ -229,11 +245,31 @@ impl TxDirect {
                 },
             },
         };
-        self.cache.insert((to.name.nonce, key), entry);
+        // `k` had no current entry, so the sweep above removed any it had.
+        self.entries.push((k, entry));
+        self.reindex();
+        Some(self.entries.len() - 1)
     }
 
+    fn reindex(&mut self) {
+        self.index.clear();
+        for (i, (k, _)) in self.entries.iter().enumerate() {
+            self.index.insert(*k, i);
+        }
+        self.last = 0;
+    }
+
+    /// Drops the entry of `k` (found withdrawn).
+    #[cold]
+    fn evict(&mut self, k: (u64, u64)) {
+        self.entries.retain(|(at, _)| *at != k);
+        self.reindex();
+    }
+
+    #[cold]
     fn forget_peer(&mut self, nonce: u64) {
-        self.cache.retain(|(n, _), _| *n != nonce);
+        self.entries.retain(|((n, _), _)| *n != nonce);
+        self.reindex();
     }
 }
 
@@ -340,15 +376,23 @@ pub fn run<F: FnMut(&[u8])>(
     let Some(dir) = peer_dir(to) else {
         return Direct::Declined;
     };
+    let k = (to.name.nonce, hdr.key);
     // Twice at most: once more after finding the cached entry withdrawn.
     for _ in 0..2 {
         let Some(t) = tx.target(to, dir, hdr.key) else {
             return Direct::Declined;
         };
+        if hold {
+            // Even a failure waits: completions keep the order of the operations.
+            return Direct::Held;
+        }
         let off = match check(t, hdr.addr, need, access) {
             Ok(off) => off,
             Err(e) if t.current() => return Direct::Failed(e),
-            Err(_) => continue,
+            Err(_) => {
+                tx.evict(k);
+                continue;
+            }
         };
         if let Kind::Atomic(a) = kind {
             if !(t.seg.data_addr() + off).is_multiple_of(a.dt.size()) {
@@ -356,14 +400,12 @@ pub fn run<F: FnMut(&[u8])>(
                 return Direct::Declined;
             }
         }
-        if hold {
-            return Direct::Held;
-        }
         let busy = t.seg.busy();
         busy.fetch_add(1, Ordering::SeqCst);
         if t.dir.dir.state(t.slot).load(Ordering::SeqCst) != t.state {
-            // Withdrawn meanwhile: the owner may be waiting for us to leave.
+            // Withdrawn (now or earlier): the owner may be waiting for us to leave.
             busy.fetch_sub(1, Ordering::Release);
+            tx.evict(k);
             continue;
         }
         let res = match kind {

@@ -37,6 +37,11 @@
 //!   16-byte datatypes and misaligned atomics take the ring path.
 //! - Atomics of the direct path are CPU atomics: atomic with respect to each other and
 //!   to [`DirectMr::local_u64`], not to ring-path atomics on the same bytes.
+//! - Ordering: a direct operation waits until no earlier operation of its transmit
+//!   context awaits a response (ring-path RMA and atomics, delivery-complete sends),
+//!   so RMA keeps its order whichever path each operation takes. Plain sends complete
+//!   when posted and are not waited for: a direct write may become visible before the
+//!   target receives an earlier message (never after a later one).
 //!
 //! Withdrawal is safe: dropping the [`DirectMr`] first withdraws the directory entry,
 //! then waits until no peer is inside an access (each initiator counts itself in the
@@ -317,9 +322,15 @@ mod tests {
         assert!(!mr.as_ptr().is_null());
         // The same key in the same domain: the MR table refuses it first.
         let mut other = MappedSegment::new(64).unwrap();
-        assert_eq!(other.register(&d, &attr(0xa1_0002)).err(), Some(Error::NoKey));
+        assert_eq!(
+            other.register(&d, &attr(0xa1_0002)).err(),
+            Some(Error::NoKey)
+        );
         drop(mr);
-        assert_eq!(u64::from_ne_bytes(seg.as_slice()[56..].try_into().unwrap()), 9);
+        assert_eq!(
+            u64::from_ne_bytes(seg.as_slice()[56..].try_into().unwrap()),
+            9
+        );
         let empty = MappedSegment::new(0).unwrap();
         assert!(empty.is_empty() && empty.as_slice().is_empty());
     }
