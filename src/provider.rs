@@ -122,10 +122,57 @@ pub trait Transport: Send + Sync + 'static {
     fn flush(&self, tx: &mut Self::Sender) {
         let _ = tx;
     }
+    /// Whether [`direct`](Self::direct) can ever handle an operation. The core tests
+    /// it at compile time, so transports that leave the default `false` pay nothing.
+    const DIRECT: bool = false;
+    /// Performs an RMA write, RMA read or atomic request (`hdr` and `payload` exactly as
+    /// [`send`](Self::send) would carry them; `hdr.req` is not assigned yet) at the
+    /// initiator, when the transport can reach the target memory itself (for example
+    /// memory the target process published in shared memory), instead of sending it.
+    ///
+    /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
+    /// atomic replaced were handed to `out` in order, in one or more pieces that
+    /// together make exactly the result (`hdr.len` bytes of a read, `hdr.aux` of a
+    /// fetching atomic). [`Direct::Failed`]: the target's checks refused it, with the
+    /// error the target would have answered (`KeyRejected`, `Access`, `Fault`, ...), and
+    /// target memory is unchanged. [`Direct::Declined`]: send it as a packet.
+    ///
+    /// With `hold` set, earlier operations of the transmit context still wait for
+    /// responses: nothing may be performed yet (it would overtake them), and the answer
+    /// is [`Direct::Held`] if the operation would be handled here, else `Declined`.
+    /// Only called when [`DIRECT`](Self::DIRECT) is true.
+    #[inline]
+    fn direct<F: FnMut(&[u8])>(
+        &self,
+        tx: &mut Self::Sender,
+        to: &Self::Peer,
+        hdr: &Header,
+        payload: &[&[u8]],
+        hold: bool,
+        out: F,
+    ) -> Direct {
+        let _ = (tx, to, hdr, payload, hold, out);
+        Direct::Declined
+    }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
+}
+
+/// What [`Transport::direct`] did with an RMA or atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direct {
+    /// Not handled: the core sends the request as a packet.
+    Declined,
+    /// Performed at the initiator: the core completes the operation at once.
+    Done,
+    /// Refused by the target's checks, evaluated at the initiator: the core completes
+    /// the operation with this error at once; target memory is unchanged.
+    Failed(Error),
+    /// Would be handled at the initiator, but earlier operations are in flight: the
+    /// core holds it (and everything posted after it) until they complete.
+    Held,
 }
 
 /// Payload bytes that stay with the sender until the receiver copies them out (for

@@ -7,13 +7,13 @@ use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
-use crate::provider::{Payload, Pull, Transport};
+use crate::provider::{Direct, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::owned::{OwnedTx, TxReq};
 use super::state::{CntrKind, Pending, TxState};
-use super::EpInner;
+use super::{EpInner, TransportOf};
 
 impl<S: Config> EpInner<S> {
     /// Posts a transmit operation on transmit context `txi`.
@@ -113,6 +113,15 @@ impl<S: Config> EpInner<S> {
             Op::Atomic => hdr.aux = r.result.len().max(len) as u32,
             _ => {}
         }
+        // Compile-time test: transports without a direct path (loopback) keep exactly
+        // the packet path below.
+        if <TransportOf<S> as Transport>::DIRECT
+            && matches!(r.op, Op::Write | Op::ReadReq | Op::Atomic)
+        {
+            if let Some(res) = self.transmit_direct(st, r, flags, &mut hdr, want) {
+                return res;
+            }
+        }
         if needs_resp {
             let p = Pending {
                 ctx: r.ctx,
@@ -163,6 +172,97 @@ impl<S: Config> EpInner<S> {
             }
         }
         Ok(())
+    }
+
+    /// Offers an RMA or atomic request to the transport's direct path
+    /// ([`Transport::direct`]), which performs it at the initiator; then it completes at
+    /// once, like a transmit-complete send, and no pending entry is needed. `None`: the
+    /// transport declined, send it as a packet.
+    #[inline]
+    fn transmit_direct(
+        &self,
+        st: &mut TxState<S>,
+        r: &TxReq<'_>,
+        flags: OpFlags,
+        hdr: &mut Header,
+        want: bool,
+    ) -> Option<Result<()>> {
+        let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
+        let n = r.iov.len();
+        parts[..n].copy_from_slice(r.iov);
+        parts[n] = r.compare;
+        // An operation performed now would overtake those still waiting for responses
+        // (the target applies them later), breaking the provider's ordering.
+        let hold = st.pending.in_flight() > 0;
+        let result = r.result;
+        let mut filled = 0usize;
+        let outcome = match &st.av {
+            None => Err(Error::NoAv),
+            Some(av) => av.with_peer(r.dest, |peer, rx| {
+                hdr.rx_idx = rx as u16;
+                Ok(self.sender.with(|tx| {
+                    self.transport
+                        .direct(tx, peer, hdr, &parts[..=n], hold, |b: &[u8]| {
+                            // SAFETY: `result` was recorded by an `unsafe` read/fetch
+                            // call whose contract keeps the buffers valid and unaliased
+                            // until completion, which is now; `fill` writes at most
+                            // what is left of them after `filled` bytes.
+                            filled += unsafe { result.advance(filled).fill(&[b]) };
+                        })
+                }))
+            }),
+        };
+        let err = match outcome {
+            Err(e) => return Some(Err(e)),
+            Ok(Direct::Declined) => return None,
+            Ok(Direct::Held) => {
+                // Queued in front (the queue is empty when posting, and when flushing
+                // this operation was just taken from its front), fenced so that it
+                // waits until nothing is in flight.
+                st.fenced
+                    .push_front(OwnedTx::from_req(r, flags | OpFlags::FENCE));
+                return Some(Ok(()));
+            }
+            Ok(Direct::Done) if filled == result.len() => None,
+            // A transport handing out the wrong amount of result data.
+            Ok(Direct::Done) => Some(Error::Io),
+            Ok(Direct::Failed(e)) => Some(e),
+        };
+        let (cflags, ck) = completion_kind(r);
+        match err {
+            None => {
+                // Counter before CQ entry, as everywhere: an entry implies the count.
+                if let Some(c) = st.cntr(ck) {
+                    c.inc();
+                }
+                if want {
+                    if let Some(cq) = &st.bind.cq {
+                        cq.complete(&Completion {
+                            context: r.ctx,
+                            flags: cflags,
+                            len: if r.op == Op::ReadReq {
+                                r.rma.len
+                            } else {
+                                payload_len(r)
+                            },
+                            ..Completion::default()
+                        });
+                    }
+                }
+            }
+            Some(e) => {
+                if let Some(c) = st.cntr(ck) {
+                    c.inc_err();
+                }
+                if let Some(cq) = &st.bind.cq {
+                    let mut ee = CqErrEntry::new(r.ctx, e);
+                    ee.flags = cflags;
+                    ee.prov_errno = e.code();
+                    cq.complete_err(ee);
+                }
+            }
+        }
+        Some(Ok(()))
     }
 
     /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.

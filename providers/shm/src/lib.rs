@@ -18,6 +18,12 @@
 //! RMA and atomics against the MR table (checked on the target), completions and
 //! counters are the core's.
 //!
+//! Beyond libfabric, for SHMEM/PGAS: memory allocated as a [`MappedSegment`] and
+//! registered with [`MappedSegment::register`] is published in a per-process directory
+//! that peers map read-only; RMA and atomics into it are then performed by the
+//! initiator itself (copies and CPU atomics, checked against the published key, bounds
+//! and rights) and complete at once, with no progress by the target. See [`mapped`].
+//!
 //! An address ([`NAME_LEN`] bytes) names the owner process by pid *and* start time, so
 //! a reused pid is never mistaken for the peer. A peer that dies is noticed within
 //! about 10 ms of progress; every operation waiting on it completes with
@@ -38,9 +44,13 @@
 #![deny(unsafe_code)]
 
 pub mod cell;
+mod direct;
+mod directory;
+pub mod mapped;
 pub mod name;
 mod peer;
 mod region;
+mod segment;
 mod stage;
 mod sys;
 #[cfg(test)]
@@ -56,6 +66,8 @@ use fabric::attr::{
 use fabric::flags::{Caps, Mode, MrMode, Order};
 use fabric::{Error, Info, Provider, Result};
 
+pub use directory::DIR_ENTRIES;
+pub use mapped::{DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
 pub use region::Geometry;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use fabric::waitobj::Waiter;
 use fabric::{Error, Result};
 
+use crate::direct::PeerDir;
 use crate::name::{Name, NAME_LEN};
 use crate::region::Region;
 use crate::stage::StageMap;
@@ -38,6 +39,9 @@ pub struct PeerRegion {
     dead: AtomicBool,
     /// The peer's staging files (near, far), mapped on first use.
     pub stage: [OnceLock<Result<StageMap>>; 2],
+    /// The peer process's mapped-segment directory, mapped on first direct access
+    /// (`None`: it has none that maps).
+    pub direct: OnceLock<Option<Arc<PeerDir>>>,
 }
 
 impl PeerRegion {
@@ -129,6 +133,7 @@ pub fn resolve(raw: &[u8]) -> Result<Arc<PeerRegion>> {
         local,
         dead: AtomicBool::new(false),
         stage: [OnceLock::new(), OnceLock::new()],
+        direct: OnceLock::new(),
     });
     let mut map = peers();
     // Drop mappings of peers that are gone and that nobody uses any more.

@@ -5,6 +5,7 @@
 //! ```text
 //! page 0   magic | version | nchan | cells | pid | fd | start time | nonce
 //!          closed | active bitmap | claims[nchan] | release[STAGE_SLOTS] | wake word
+//!          staging file (fd, len) | mapped-segment directory of the process (fd, len)
 //! chan c   head (consumer position, own line) | state + source name (own line) | cells
 //! ```
 //! A peer can write anything anywhere in a region it has mapped, so nothing read back
@@ -45,6 +46,8 @@ const OFF_RELEASE: usize = OFF_CLAIMS + 8 * MAX_CHANNELS;
 const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
 /// Staging files: (fd u32, len u64) pairs, near then far.
 const OFF_STAGE: usize = OFF_WAKE + 8;
+const OFF_DIR_FD: usize = OFF_WAKE + 40;
+const OFF_DIR_LEN: usize = OFF_WAKE + 48;
 const HEADER_BYTES: usize = 4096;
 static_assertions::const_assert!(OFF_WAKE + 64 <= HEADER_BYTES);
 
@@ -290,6 +293,18 @@ impl Region {
         let off = OFF_STAGE + 16 * (i & 1);
         let len = self.atomic(off + 8).load(Ordering::Acquire);
         (len != 0).then(|| (self.get_u32(off), len))
+    }
+
+    /// Advertises the owner process's mapped-segment directory (see `directory`).
+    pub fn set_directory(&self, fd: u32, len: u64) {
+        self.put_u32(OFF_DIR_FD, fd);
+        self.atomic(OFF_DIR_LEN).store(len, Ordering::Release);
+    }
+
+    /// The owner process's mapped-segment directory (descriptor, length), if any.
+    pub fn directory(&self) -> Option<(u32, u64)> {
+        let len = self.atomic(OFF_DIR_LEN).load(Ordering::Acquire);
+        (len != 0).then(|| (self.get_u32(OFF_DIR_FD), len))
     }
 
     /// Copies `src` into the region at `off`.

@@ -47,11 +47,21 @@ pub fn memfd(len: usize) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Opens descriptor `fd` of process `pid` (same user) through `/proc`.
+/// Opens descriptor `fd` of process `pid` (same user) through `/proc`, read-write.
 pub fn open_peer_fd(pid: u32, fd: u32) -> Result<OwnedFd> {
+    open_proc_fd(pid, fd, libc::O_RDWR)
+}
+
+/// Opens descriptor `fd` of process `pid` (same user) through `/proc`, read-only: for
+/// files the peer writes and we must never write (its mapped-segment directory).
+pub fn open_peer_fd_read_only(pid: u32, fd: u32) -> Result<OwnedFd> {
+    open_proc_fd(pid, fd, libc::O_RDONLY)
+}
+
+fn open_proc_fd(pid: u32, fd: u32, mode: libc::c_int) -> Result<OwnedFd> {
     let path = CString::new(format!("/proc/{pid}/fd/{fd}")).map_err(|_| Error::Inval)?;
     // SAFETY: `path` is a valid NUL-terminated string.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    let raw = unsafe { libc::open(path.as_ptr(), mode | libc::O_CLOEXEC) };
     if raw < 0 {
         return Err(last_os_error());
     }
@@ -84,27 +94,32 @@ unsafe impl Send for Mapping {}
 // SAFETY: as above.
 unsafe impl Sync for Mapping {}
 
+/// Maps `len` bytes of `fd` shared with protection `prot`.
+fn map_shared(fd: &OwnedFd, len: usize, prot: libc::c_int) -> Result<NonNull<u8>> {
+    if len == 0 {
+        return Err(Error::Inval);
+    }
+    // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(last_os_error());
+    }
+    NonNull::new(p.cast::<u8>()).ok_or(Error::NoMem)
+}
+
 impl Mapping {
     /// Maps `len` bytes of `fd` shared and read-write.
     pub fn new(fd: &OwnedFd, len: usize) -> Result<Mapping> {
-        if len == 0 {
-            return Err(Error::Inval);
-        }
-        // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or(Error::NoMem)?;
+        let ptr = map_shared(fd, len, libc::PROT_READ | libc::PROT_WRITE)?;
         Ok(Mapping { ptr, len })
     }
 
@@ -144,6 +159,46 @@ impl Mapping {
 }
 
 impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and nobody else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A shared, read-only mapping of a whole file that another process writes (a peer's
+/// mapped-segment directory). The kernel enforces that we never write it; values read
+/// may change at any time, so its users read them atomically and validate them.
+pub struct ReadOnlyMapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: read-only shared memory, read through atomics only.
+unsafe impl Send for ReadOnlyMapping {}
+// SAFETY: as above.
+unsafe impl Sync for ReadOnlyMapping {}
+
+impl ReadOnlyMapping {
+    /// Maps `len` bytes of `fd` shared and read-only (`fd` may be opened read-only).
+    pub fn new(fd: &OwnedFd, len: usize) -> Result<ReadOnlyMapping> {
+        let ptr = map_shared(fd, len, libc::PROT_READ)?;
+        Ok(ReadOnlyMapping { ptr, len })
+    }
+
+    /// Start of the mapping.
+    #[inline]
+    pub fn ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Bytes mapped.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for ReadOnlyMapping {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` describe a mapping this value created and nobody else unmaps.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };

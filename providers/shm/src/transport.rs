@@ -16,12 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use fabric::provider::Direct;
 use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op, HDR_ACK};
 use fabric::{Error, Payload, Result, Transport};
 use zerocopy::IntoBytes;
 
 use crate::cell::{self, Parsed};
+use crate::direct::{self, TxDirect};
 use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
 use crate::region::{Region, CELL, CH_CLOSING};
@@ -79,6 +81,10 @@ impl ShmEp {
     pub fn open(geo: crate::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
         let nonce = crate::fresh_nonce();
         let (region, name) = Region::create(geo, nonce)?;
+        // Peers find the segments this process publishes through any of its regions.
+        if let Ok(dir) = crate::directory::Directory::global() {
+            region.set_directory(dir.fd(), dir.bytes());
+        }
         let local = Arc::new(Local::default());
         peer::register_local(nonce, &local);
         Ok(ShmEp {
@@ -119,6 +125,7 @@ pub struct ShmTx {
     index: HashMap<u64, usize>,
     last: usize,
     stage: Option<Stage>,
+    direct: TxDirect,
 }
 
 struct RxChan {
@@ -356,6 +363,7 @@ impl Transport for ShmEp {
             index: HashMap::new(),
             last: 0,
             stage,
+            direct: TxDirect::default(),
         }
     }
 
@@ -565,6 +573,23 @@ impl Transport for ShmEp {
 
     fn flush(&self, tx: &mut ShmTx) {
         tx.flush_spills();
+    }
+
+    const DIRECT: bool = true;
+
+    /// RMA and atomics into segments the target process published
+    /// ([`crate::MappedSegment`]) are done here, by the initiator.
+    #[inline]
+    fn direct<F: FnMut(&[u8])>(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+        hold: bool,
+        out: F,
+    ) -> Direct {
+        direct::run(&mut tx.direct, to, hdr, payload, hold, out)
     }
 
     fn set_waker(&self, waker: Arc<Waiter>) {

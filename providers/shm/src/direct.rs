@@ -1,0 +1,637 @@
+//! The initiator side of directly mapped regions ([`crate::MappedSegment`]): RMA and
+//! atomics performed by the initiator into a peer's published segment
+//! ([`fabric::Transport::direct`]).
+//!
+//! Per operation, on the fast path: one lookup in the sender's cache of (peer, key) →
+//! segment, the checks the target's MR table would make (access, then bounds, with
+//! checked arithmetic) against the cached directory entry, then the access between an
+//! increment and a decrement of the segment's busy count, with the entry's state word
+//! rechecked after the increment (the handshake with the owner's withdrawal, see
+//! `mapped`). A cache miss reads the peer's directory (mapped read-only, once per peer
+//! process) and maps the segment (once per process, shared by all endpoints).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
+use fabric::domain::MAX_ATOMIC_SIZE;
+use fabric::flags::MrAccess;
+use fabric::provider::Direct;
+use fabric::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use fabric::{Error, Result};
+
+use crate::directory::{PeerDirectory, Snapshot};
+use crate::peer::PeerRegion;
+use crate::segment::SegFile;
+
+/// How many direct operations a sender performs between liveness checks of the
+/// target process (a check costs system calls; a dead target's memory would
+/// otherwise keep accepting writes nobody reads).
+const LIVENESS_EVERY: u32 = 1 << 16;
+/// Most cached (peer, key) entries of one sender before the cache starts over.
+const CACHE_MAX: usize = 4096;
+
+/// A peer process's directory and the segments mapped from it, shared by every
+/// endpoint of this process that talks to it.
+pub struct PeerDir {
+    dir: PeerDirectory,
+    pid: u32,
+    segs: Mutex<HashMap<u64, Weak<SegFile>>>,
+}
+
+/// Peer directories by process (pid, start time).
+type Procs = HashMap<(u32, u64), Weak<PeerDir>>;
+
+fn procs() -> MutexGuard<'static, Procs> {
+    static PROCS: OnceLock<Mutex<Procs>> = OnceLock::new();
+    PROCS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+impl PeerDir {
+    /// The directory of process `pid` (started at `start`), advertised as descriptor
+    /// `fd` of `len` bytes, mapped on first use.
+    fn get(pid: u32, start: u64, fd: u32, len: u64) -> Result<Arc<PeerDir>> {
+        let mut map = procs();
+        if let Some(d) = map.get(&(pid, start)).and_then(Weak::upgrade) {
+            return Ok(d);
+        }
+        let d = Arc::new(PeerDir {
+            dir: PeerDirectory::open(pid, start, fd, len)?,
+            pid,
+            segs: Mutex::new(HashMap::new()),
+        });
+        map.retain(|_, w| w.strong_count() > 0);
+        map.insert((pid, start), Arc::downgrade(&d));
+        Ok(d)
+    }
+
+    /// The segment `snap` names, mapped on first use.
+    fn segment(&self, snap: &Snapshot) -> Result<Arc<SegFile>> {
+        let e = &snap.entry;
+        let len = usize::try_from(e.len).map_err(|_| Error::AddrNotAvail)?;
+        let mut segs = self.segs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = segs.get(&e.nonce).and_then(Weak::upgrade) {
+            if s.len() == len {
+                return Ok(s);
+            }
+        }
+        let s = Arc::new(SegFile::open(self.pid, e.fd, len, e.nonce)?);
+        segs.retain(|_, w| w.strong_count() > 0);
+        segs.insert(e.nonce, Arc::downgrade(&s));
+        Ok(s)
+    }
+}
+
+/// The directory of `to`'s process, if it advertises one that maps.
+#[inline]
+fn peer_dir(to: &PeerRegion) -> Option<&Arc<PeerDir>> {
+    to.direct
+        .get_or_init(|| {
+            let (fd, len) = to.region.directory()?;
+            PeerDir::get(to.name.pid, to.name.start, fd, len).ok()
+        })
+        .as_ref()
+}
+
+/// A published segment as a sender caches it.
+struct Target {
+    dir: Arc<PeerDir>,
+    slot: usize,
+    /// The entry's state word when cached: any change invalidates the rest.
+    state: u64,
+    base: u64,
+    len: u64,
+    access: MrAccess,
+    seg: Arc<SegFile>,
+}
+
+impl Target {
+    #[inline]
+    fn current(&self) -> bool {
+        self.dir.dir.state(self.slot).load(Ordering::Acquire) == self.state
+    }
+}
+
+enum Cached {
+    Mapped(Target),
+    /// No entry for the key while the directory's epoch is unchanged.
+    Absent {
+        dir: Arc<PeerDir>,
+        epoch: u64,
+    },
+    /// The entry (slot, state) exists but its segment did not map.
+    Unmappable {
+        dir: Arc<PeerDir>,
+        slot: usize,
+        state: u64,
+    },
+}
+
+impl Cached {
+    fn current(&self) -> bool {
+        match self {
+            Cached::Mapped(t) => t.current(),
+            Cached::Absent { dir, epoch } => dir.dir.epoch() == *epoch,
+            Cached::Unmappable { dir, slot, state } => {
+                dir.dir.state(*slot).load(Ordering::Acquire) == *state
+            }
+        }
+    }
+}
+
+/// FxHash-style hasher for (peer nonce, key) pairs: the cache sits on the fast path.
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A sender's direct-access state: its cache of published segments of peers.
+#[derive(Default)]
+pub struct TxDirect {
+    /// Cached entries by (peer nonce, key).
+    entries: Vec<((u64, u64), Cached)>,
+    /// Index of `entries`.
+    index: HashMap<(u64, u64), usize, BuildHasherDefault<PairHasher>>,
+    /// The entry used last: repeated use of one (peer, key) skips the hash lookup.
+    last: usize,
+    ops: u32,
+}
+
+impl TxDirect {
+    /// The cached target for (`to`, `key`), looking it up and mapping it on a miss.
+    ///
+    /// A mapped entry is returned without checking that it is current: the caller
+    /// checks that once it counted itself busy, and evicts it when it is not.
+    #[inline]
+    fn target(&mut self, to: &PeerRegion, dir: &Arc<PeerDir>, key: u64) -> Option<&Target> {
+        let k = (to.name.nonce, key);
+        let found = match self.entries.get(self.last) {
+            Some((at, _)) if *at == k => Some(self.last),
+            _ => self.index.get(&k).copied(),
+        };
+        let i = match found {
+            Some(i) if matches!(self.entries[i].1, Cached::Mapped(_)) => i,
+            Some(i) if self.entries[i].1.current() => return None,
+            _ => self.fill(k, dir)?,
+        };
+        self.last = i;
+        match &self.entries[i].1 {
+            Cached::Mapped(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Looks `k` up in the peer's directory and caches what it finds; returns its
+    /// index, or `None` when the entry changed while it was being mapped.
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, k: (u64, u64), dir: &Arc<PeerDir>) -> Option<usize> {
+        // Misses are rare (first use of a key, or after a change): drop what changed,
+        // so mappings of withdrawn segments are released.
+        self.entries.retain(|(_, c)| c.current());
+        if self.entries.len() >= CACHE_MAX {
+            self.entries.clear();
+        }
+        let epoch = dir.dir.epoch();
+        let entry = match dir.dir.lookup(k.1) {
+            None => Cached::Absent {
+                dir: dir.clone(),
+                epoch,
+            },
+            Some(snap) => match dir.segment(&snap) {
+                // The descriptor was opened after the entry was read: it is the
+                // segment the entry names only if the entry is still the same (the
+                // nonce check of `SegFile::open` rules out any other file too).
+                Ok(seg) if dir.dir.state(snap.slot).load(Ordering::SeqCst) == snap.state => {
+                    Cached::Mapped(Target {
+                        dir: dir.clone(),
+                        slot: snap.slot,
+                        state: snap.state,
+                        base: snap.entry.base,
+                        len: snap.entry.len,
+                        access: MrAccess::from_bits_truncate(snap.entry.access),
+                        seg,
+                    })
+                }
+                // Changed meanwhile: the next operation looks again.
+                Ok(_) => {
+                    self.reindex();
+                    return None;
+                }
+                Err(_) => Cached::Unmappable {
+                    dir: dir.clone(),
+                    slot: snap.slot,
+                    state: snap.state,
+                },
+            },
+        };
+        // `k` had no current entry, so the sweep above removed any it had.
+        self.entries.push((k, entry));
+        self.reindex();
+        Some(self.entries.len() - 1)
+    }
+
+    fn reindex(&mut self) {
+        self.index.clear();
+        for (i, (k, _)) in self.entries.iter().enumerate() {
+            self.index.insert(*k, i);
+        }
+        self.last = 0;
+    }
+
+    /// Drops the entry of `k` (found withdrawn).
+    #[cold]
+    fn evict(&mut self, k: (u64, u64)) {
+        self.entries.retain(|(at, _)| *at != k);
+        self.reindex();
+    }
+
+    #[cold]
+    fn forget_peer(&mut self, nonce: u64) {
+        self.entries.retain(|((n, _), _)| *n != nonce);
+        self.reindex();
+    }
+}
+
+/// An atomic request the direct path can perform.
+#[derive(Debug, Clone, Copy)]
+struct AtomicReq {
+    class: AtomicClass,
+    op: AtomicOp,
+    dt: Datatype,
+    /// Bytes of target memory (elements × size).
+    n: usize,
+}
+
+impl AtomicReq {
+    /// The request in `hdr`, if it is one of the lock-free kinds: datatypes of at most 8
+    /// bytes, valid for the class, with well-formed lengths. Anything else goes to the
+    /// target, which answers it (with the canonical error if it is malformed).
+    #[inline]
+    fn parse(hdr: &Header, total: usize) -> Option<AtomicReq> {
+        let op = AtomicOp::from_raw(hdr.atomic_op)?;
+        let dt = Datatype::from_raw(hdr.datatype)?;
+        let class = if hdr.flags & HDR_COMPARE != 0 {
+            AtomicClass::Compare
+        } else if hdr.flags & HDR_FETCH != 0 {
+            AtomicClass::Fetch
+        } else {
+            AtomicClass::Base
+        };
+        let size = dt.size();
+        let n = hdr.aux as usize;
+        if size > 8
+            || !atomic::is_valid(class, op, dt)
+            || n == 0
+            || n > MAX_ATOMIC_SIZE
+            || !n.is_multiple_of(size)
+        {
+            return None;
+        }
+        let want = match (class, op) {
+            (AtomicClass::Compare, _) => 2 * n,
+            (_, AtomicOp::AtomicRead) => 0,
+            _ => n,
+        };
+        (total == want && hdr.len == total as u64).then_some(AtomicReq { class, op, dt, n })
+    }
+
+    /// Rights needed, as the target checks them.
+    #[inline]
+    fn access(&self) -> MrAccess {
+        match (self.class, self.op) {
+            (AtomicClass::Base, _) => MrAccess::REMOTE_WRITE,
+            (_, AtomicOp::AtomicRead) => MrAccess::REMOTE_READ,
+            _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        }
+    }
+}
+
+/// What one operation does to target memory.
+#[derive(Clone, Copy)]
+enum Kind {
+    Write,
+    Read,
+    Atomic(AtomicReq),
+}
+
+/// Performs `hdr` into `to`'s published memory if there is any under its key (see
+/// [`fabric::Transport::direct`] for the contract).
+#[inline]
+pub fn run<F: FnMut(&[u8])>(
+    tx: &mut TxDirect,
+    to: &PeerRegion,
+    hdr: &Header,
+    payload: &[&[u8]],
+    hold: bool,
+    mut out: F,
+) -> Direct {
+    let total: usize = match payload {
+        [one] => one.len(),
+        [a, b] => a.len() + b.len(),
+        many => many.iter().map(|p| p.len()).sum(),
+    };
+    let (kind, need, access) = match Op::from_raw(hdr.op) {
+        // Remote CQ data needs the target's completion queue: the ring path.
+        Some(Op::Write) if hdr.flags & HDR_REMOTE_CQ_DATA != 0 => return Direct::Declined,
+        Some(Op::Write) if hdr.len == total as u64 => (Kind::Write, total, MrAccess::REMOTE_WRITE),
+        Some(Op::ReadReq) if total == 0 => match usize::try_from(hdr.len) {
+            Ok(len) => (Kind::Read, len, MrAccess::REMOTE_READ),
+            Err(_) => return Direct::Declined,
+        },
+        Some(Op::Atomic) => match AtomicReq::parse(hdr, total) {
+            Some(a) => (Kind::Atomic(a), a.n, a.access()),
+            None => return Direct::Declined,
+        },
+        _ => return Direct::Declined,
+    };
+    if to.known_dead() || to.region.closed() {
+        return Direct::Declined;
+    }
+    tx.ops = tx.ops.wrapping_add(1);
+    if tx.ops.is_multiple_of(LIVENESS_EVERY) && to.gone() {
+        tx.forget_peer(to.name.nonce);
+        return Direct::Declined;
+    }
+    let Some(dir) = peer_dir(to) else {
+        return Direct::Declined;
+    };
+    let k = (to.name.nonce, hdr.key);
+    // Twice at most: once more after finding the cached entry withdrawn.
+    for _ in 0..2 {
+        let Some(t) = tx.target(to, dir, hdr.key) else {
+            return Direct::Declined;
+        };
+        if hold {
+            // Even a failure waits: completions keep the order of the operations.
+            return Direct::Held;
+        }
+        let off = match check(t, hdr.addr, need, access) {
+            Ok(off) => off,
+            Err(e) if t.current() => return Direct::Failed(e),
+            Err(_) => {
+                tx.evict(k);
+                continue;
+            }
+        };
+        if let Kind::Atomic(a) = kind {
+            if !(t.seg.data_addr() + off).is_multiple_of(a.dt.size()) {
+                // CPU atomics need natural alignment; the target copes with any.
+                return Direct::Declined;
+            }
+        }
+        let busy = t.seg.busy();
+        busy.fetch_add(1, Ordering::SeqCst);
+        if t.dir.dir.state(t.slot).load(Ordering::SeqCst) != t.state {
+            // Withdrawn (now or earlier): the owner may be waiting for us to leave.
+            busy.fetch_sub(1, Ordering::Release);
+            tx.evict(k);
+            continue;
+        }
+        let res = match kind {
+            Kind::Write => {
+                let mut at = off;
+                for p in payload {
+                    t.seg.copy_in(at, p);
+                    at += p.len();
+                }
+                Ok(())
+            }
+            Kind::Read => {
+                out(t.seg.bytes(off, need));
+                Ok(())
+            }
+            Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, payload, &mut out),
+        };
+        busy.fetch_sub(1, Ordering::Release);
+        return match res {
+            Ok(()) => Direct::Done,
+            Err(e) => Direct::Failed(e),
+        };
+    }
+    Direct::Declined
+}
+
+/// The target MR table's check against a cached entry: `Access` when `access` is not
+/// granted, `Fault` when `[addr, addr + len)` is not inside the segment (with checked
+/// arithmetic). Returns the data offset of `addr`.
+#[inline]
+fn check(t: &Target, addr: u64, len: usize, access: MrAccess) -> Result<usize> {
+    if !t.access.contains(access) {
+        return Err(Error::Access);
+    }
+    let off = addr.checked_sub(t.base).ok_or(Error::Fault)?;
+    let end = u64::try_from(len)
+        .ok()
+        .and_then(|l| off.checked_add(l))
+        .ok_or(Error::Fault)?;
+    if end > t.len {
+        return Err(Error::Fault);
+    }
+    // `end <= t.len`, the length of a mapping of this process: fits `usize`.
+    Ok(off as usize)
+}
+
+/// Copies payload bytes `pos..pos + dst.len()` (the payload may be split anywhere).
+#[inline]
+fn gather(parts: &[&[u8]], mut pos: usize, dst: &mut [u8]) {
+    let mut done = 0;
+    for p in parts {
+        if pos >= p.len() {
+            pos -= p.len();
+            continue;
+        }
+        let k = (p.len() - pos).min(dst.len() - done);
+        dst[done..done + k].copy_from_slice(&p[pos..pos + k]);
+        done += k;
+        pos = 0;
+        if done == dst.len() {
+            break;
+        }
+    }
+}
+
+/// Applies an atomic element by element (each element is atomic, as in libfabric),
+/// handing the previous values of fetching classes to `out`.
+fn apply_atomic<F: FnMut(&[u8])>(
+    seg: &SegFile,
+    off: usize,
+    a: &AtomicReq,
+    payload: &[&[u8]],
+    out: &mut F,
+) -> Result<()> {
+    let size = a.dt.size();
+    let fetch = a.class != AtomicClass::Base;
+    let mut operand = [0u8; 8];
+    let mut compare = [0u8; 8];
+    let mut old = [0u8; 8];
+    let opnd_len = if a.op == AtomicOp::AtomicRead {
+        0
+    } else {
+        size
+    };
+    let cmp_len = if a.class == AtomicClass::Compare {
+        size
+    } else {
+        0
+    };
+    for k in 0..a.n / size {
+        let at = off + k * size;
+        gather(payload, k * size, &mut operand[..opnd_len]);
+        gather(payload, a.n + k * size, &mut compare[..cmp_len]);
+        let (o, c) = (&operand[..opnd_len], &compare[..cmp_len]);
+        let r = match size {
+            1 => seg
+                .word::<AtomicU8>(at)
+                .map(|w| elem_u8(w, a, o, c, &mut old[..1])),
+            2 => seg
+                .word::<AtomicU16>(at)
+                .map(|w| elem_u16(w, a, o, c, &mut old[..2])),
+            4 => seg
+                .word::<AtomicU32>(at)
+                .map(|w| elem_u32(w, a, o, c, &mut old[..4])),
+            _ => seg
+                .word::<AtomicU64>(at)
+                .map(|w| elem_u64(w, a, o, c, &mut old[..8])),
+        };
+        // Bounds and alignment were checked for the whole range: `None` is unreachable.
+        r.ok_or(Error::Fault)??;
+        if fetch {
+            out(&old[..size]);
+        }
+    }
+    Ok(())
+}
+
+/// One element of width `$t` through its atomic `$a`: native instructions where the
+/// hardware has them, else a compare-and-swap loop that computes the new value with
+/// [`fabric::atomic::apply`], so results match the target's bit for bit.
+macro_rules! elem {
+    ($name:ident, $a:ty, $t:ty) => {
+        #[inline]
+        fn $name(
+            w: &$a,
+            a: &AtomicReq,
+            operand: &[u8],
+            compare: &[u8],
+            old: &mut [u8],
+        ) -> Result<()> {
+            const N: usize = core::mem::size_of::<$t>();
+            let val = |b: &[u8]| {
+                let mut x = [0u8; N];
+                x.copy_from_slice(&b[..N]);
+                <$t>::from_ne_bytes(x)
+            };
+            let int = a.dt.is_integer();
+            let (acq, ar) = (Ordering::Acquire, Ordering::AcqRel);
+            let prev: $t = match a.op {
+                AtomicOp::AtomicRead => w.load(acq),
+                AtomicOp::AtomicWrite => w.swap(val(operand), ar),
+                // Two's complement: one instruction for signed and unsigned alike.
+                AtomicOp::Sum if int => w.fetch_add(val(operand), ar),
+                AtomicOp::Bor => w.fetch_or(val(operand), ar),
+                AtomicOp::Band => w.fetch_and(val(operand), ar),
+                AtomicOp::Bxor => w.fetch_xor(val(operand), ar),
+                // Integer equality is bit equality (not so for floats: -0.0, NaN).
+                AtomicOp::Cswap if int => {
+                    match w.compare_exchange(val(compare), val(operand), ar, acq) {
+                        Ok(v) | Err(v) => v,
+                    }
+                }
+                _ => {
+                    let mut cur = w.load(acq);
+                    loop {
+                        let mut t = cur.to_ne_bytes();
+                        atomic::apply(a.class, a.op, a.dt, &mut t, operand, compare, None)?;
+                        let new = <$t>::from_ne_bytes(t);
+                        // Unchanged (a failed compare, a min that keeps): the read is
+                        // the operation.
+                        if new == cur {
+                            break cur;
+                        }
+                        match w.compare_exchange_weak(cur, new, ar, acq) {
+                            Ok(_) => break cur,
+                            Err(v) => cur = v,
+                        }
+                    }
+                }
+            };
+            old.copy_from_slice(&prev.to_ne_bytes());
+            Ok(())
+        }
+    };
+}
+
+elem!(elem_u8, AtomicU8, u8);
+elem!(elem_u16, AtomicU16, u16);
+elem!(elem_u32, AtomicU32, u32);
+elem!(elem_u64, AtomicU64, u64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_crosses_parts() {
+        let parts: [&[u8]; 3] = [b"ab", b"", b"cdef"];
+        let mut d = [0u8; 3];
+        gather(&parts, 1, &mut d);
+        assert_eq!(&d, b"bcd");
+        gather(&parts, 3, &mut d);
+        assert_eq!(&d, b"def");
+        gather(&parts, 0, &mut d[..0]);
+    }
+
+    #[test]
+    fn atomic_requests_the_ring_must_serve() {
+        let h = |op: AtomicOp, dt: Datatype, flags, aux: usize, len: usize| Header {
+            op: Op::Atomic as u8,
+            atomic_op: op.as_raw(),
+            datatype: dt.as_raw(),
+            flags,
+            aux: aux as u32,
+            len: len as u64,
+            ..Header::default()
+        };
+        let ok = h(AtomicOp::Sum, Datatype::Uint64, 0, 8, 8);
+        assert!(AtomicReq::parse(&ok, 8).is_some());
+        // 16-byte datatypes, invalid combinations, malformed lengths: declined.
+        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Int128, 0, 16, 16), 16).is_none());
+        assert!(
+            AtomicReq::parse(&h(AtomicOp::Sum, Datatype::DoubleComplex, 0, 16, 16), 16).is_none()
+        );
+        assert!(AtomicReq::parse(&h(AtomicOp::Bor, Datatype::Double, 0, 8, 8), 8).is_none());
+        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Uint64, 0, 12, 12), 12).is_none());
+        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Uint64, 0, 8, 8), 16).is_none());
+        let cas = h(AtomicOp::Cswap, Datatype::Uint32, HDR_COMPARE, 4, 8);
+        assert_eq!(
+            AtomicReq::parse(&cas, 8).map(|a| a.access()),
+            Some(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
+        );
+        let rd = h(AtomicOp::AtomicRead, Datatype::Float, HDR_FETCH, 4, 0);
+        assert_eq!(
+            AtomicReq::parse(&rd, 0).map(|a| a.access()),
+            Some(MrAccess::REMOTE_READ)
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! Directly mapped regions: memory a process allocates in shared memory and registers,
+//! which peers on the host map on first use, so that RMA and atomics into it are done
+//! by the initiator itself (plain copies and CPU atomics, complete at once) without
+//! any progress by the target: the model of SHMEM/PGAS symmetric heaps.
+//!
+//! ```
+//! use fabric::prelude::*;
+//! use fabric_shm::{MappedSegment, Shm};
+//!
+//! let info = getinfo::<Stack<Shm>>(None).unwrap().remove(0);
+//! let fabric = Fabric::<Stack<Shm>>::open(&info).unwrap();
+//! let domain = fabric.domain(&info).unwrap();
+//! let mut seg = MappedSegment::new(1 << 20).unwrap();
+//! let attr = MrAttr {
+//!     access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+//!     offset: 0,
+//!     requested_key: 0x5eed,
+//!     context: 0,
+//! };
+//! let mr = seg.register(&domain, &attr).unwrap();
+//! // Peers' writes, reads and atomics through key 0x5eed now go straight to memory.
+//! mr.local_u64(0).unwrap().store(1, std::sync::atomic::Ordering::Release);
+//! ```
+//!
+//! A registration made this way is an ordinary memory region of the domain (the ring
+//! path serves peers that do not map it) which is also *published* in the process's
+//! directory (see `directory`): its key, segment, base address and access rights.
+//! Initiators check key, bounds and access against that entry exactly as the target's
+//! MR table would, and report the same errors at once.
+//!
+//! What differs from the ring path, by design:
+//! - Keys of published regions are process-wide: publishing a key already published
+//!   by any domain of the process fails with `KeyRejected`, and a published region is
+//!   reachable through every shm endpoint of the process.
+//! - Direct accesses are invisible to the target: they count in no remote counter
+//!   (endpoint or MR) and raise no event. Writes with remote CQ data, atomics on
+//!   16-byte datatypes and misaligned atomics take the ring path.
+//! - Atomics of the direct path are CPU atomics: atomic with respect to each other and
+//!   to [`DirectMr::local_u64`], not to ring-path atomics on the same bytes.
+//! - Ordering: a direct operation waits until no earlier operation of its transmit
+//!   context awaits a response (ring-path RMA and atomics, delivery-complete sends),
+//!   so RMA keeps its order whichever path each operation takes. Plain sends complete
+//!   when posted and are not waited for: a direct write may become visible before the
+//!   target receives an earlier message (never after a later one).
+//!
+//! Withdrawal is safe: dropping the [`DirectMr`] first withdraws the directory entry,
+//! then waits until no peer is inside an access (each initiator counts itself in the
+//! segment's busy word around every access, then rechecks the entry: either it sees
+//! the entry gone or the owner sees it busy), for at most [`UNPUBLISH_WAIT`], and only
+//! then deregisters the region. No peer accesses the segment afterwards.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use fabric::attr::MrAttr;
+use fabric::flags::MrMode;
+use fabric::{Config, Domain, Error, MemoryRegion, Result};
+
+use crate::directory::{Directory, Entry};
+use crate::segment::{SegFile, SegView};
+use crate::Shm;
+
+/// Longest a withdrawal waits for peers' accesses in progress. Only a peer stopped in
+/// the middle of an access (a copy of at most `MAX_MSG_SIZE` bytes, or one atomic) for
+/// longer, or one killed inside it, makes it give up.
+pub const UNPUBLISH_WAIT: Duration = Duration::from_secs(1);
+
+/// Shared memory for a directly mapped region: an anonymous file (`memfd`, mode 0600)
+/// mapped in this process, which peers of the same user map when it is published.
+pub struct MappedSegment {
+    file: SegFile,
+}
+
+impl std::fmt::Debug for MappedSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedSegment")
+            .field("len", &self.file.len())
+            .finish()
+    }
+}
+
+impl MappedSegment {
+    /// A zero-filled segment of `len` bytes. `Err(NoMem)` when the system refuses
+    /// the memory, `Err(Inval)` for an impossible length.
+    pub fn new(len: usize) -> Result<MappedSegment> {
+        Ok(MappedSegment {
+            file: SegFile::create(len, crate::fresh_nonce())?,
+        })
+    }
+
+    /// Bytes of the segment.
+    pub fn len(&self) -> usize {
+        self.file.len()
+    }
+
+    /// Whether the segment has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.file.len() == 0
+    }
+
+    /// The memory, while it is not registered through [`Self::register`] (peers only
+    /// access it while it is).
+    pub fn as_slice(&self) -> &[u8] {
+        self.file.data()
+    }
+
+    /// The memory, mutably, while it is not registered through [`Self::register`]. It
+    /// may also be registered the ordinary way (`domain.mr_reg(seg.as_mut_slice(),
+    /// ..)`): then it is not published and peers reach it through the ring path only.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.file.data_mut()
+    }
+
+    /// Registers the whole segment in `domain` with `attr` (`domain.mr_reg`) and
+    /// publishes it for direct access by peers under the region's key, with the
+    /// region's remote address of the first byte and `attr.access`.
+    ///
+    /// Errors: those of `mr_reg` (`NoKey` for a key the domain already has);
+    /// `KeyRejected` when another published region of this process has the key;
+    /// `NoMem` when the process already publishes [`DIR_ENTRIES`](crate::DIR_ENTRIES)
+    /// regions; `OpNotSupp` in domains whose regions need `fi_mr_enable` or an
+    /// endpoint binding (`FI_MR_ENDPOINT`, `FI_MR_RMA_EVENT`), which a published region
+    /// could not honor.
+    pub fn register<'a, S>(
+        &'a mut self,
+        domain: &Domain<S>,
+        attr: &MrAttr,
+    ) -> Result<DirectMr<'a, S>>
+    where
+        S: Config<Provider = Shm>,
+    {
+        if domain
+            .info()
+            .domain_attr
+            .mr_mode
+            .intersects(MrMode::ENDPOINT | MrMode::RMA_EVENT)
+        {
+            return Err(Error::OpNotSupp);
+        }
+        let dir = Directory::global()?;
+        let fd = self.file.fd();
+        let nonce = self.file.nonce();
+        let (view, data) = self.file.split();
+        let len = data.len() as u64;
+        let mr = domain.mr_reg(data, attr)?;
+        let entry = Entry {
+            key: mr.key(),
+            fd,
+            len,
+            base: mr.remote_addr(),
+            access: attr.access.bits(),
+            nonce,
+        };
+        // On error `mr` is dropped here: deregistered, never published.
+        let (slot, state) = dir.publish(&entry)?;
+        Ok(DirectMr {
+            publication: Publication {
+                dir,
+                slot,
+                state,
+                view,
+            },
+            mr,
+        })
+    }
+}
+
+/// The published state of a [`DirectMr`]; dropped before its region.
+struct Publication<'a> {
+    dir: &'static Directory,
+    slot: usize,
+    state: u64,
+    view: SegView<'a>,
+}
+
+impl Drop for Publication<'_> {
+    fn drop(&mut self) {
+        self.dir.unpublish(self.slot, self.state);
+        // Peers count themselves busy before they recheck the entry (both sequentially
+        // consistent): from here, either they see it withdrawn or we see them busy.
+        let busy = self.view.busy();
+        let deadline = Instant::now() + UNPUBLISH_WAIT;
+        let mut spins = 0u32;
+        while busy.load(Ordering::SeqCst) != 0 {
+            if spins < 1 << 10 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else if Instant::now() >= deadline {
+                break;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A memory region over a [`MappedSegment`], published for direct access by peers.
+/// Dereferences to the [`MemoryRegion`] (key, descriptor, local read/write, ...).
+/// Dropping it withdraws the publication, waits for peers' accesses in progress, then
+/// deregisters the region.
+pub struct DirectMr<'a, S: Config> {
+    // Field order matters: the publication is withdrawn before the region goes.
+    publication: Publication<'a>,
+    mr: MemoryRegion<'a, S>,
+}
+
+impl<'a, S: Config> DirectMr<'a, S> {
+    /// The memory region.
+    pub fn mr(&self) -> &MemoryRegion<'a, S> {
+        &self.mr
+    }
+
+    /// The 8-byte word at byte `offset` of the region, as an atomic: local loads,
+    /// stores and read-modify-writes coherent with peers' direct atomics on it (for
+    /// example to wait for a flag a peer sets). `Err(Fault)` past the end, `Err(Inval)`
+    /// when `offset` is not a multiple of 8.
+    pub fn local_u64(&self, offset: usize) -> Result<&AtomicU64> {
+        if offset
+            .checked_add(8)
+            .is_none_or(|end| end > self.publication.view.len())
+        {
+            return Err(Error::Fault);
+        }
+        self.publication.view.word64(offset).ok_or(Error::Inval)
+    }
+
+    /// Address of the region's first byte in this process (what `shmem_ptr` returns
+    /// for local memory). Peers may access the memory at any time while published.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.publication.view.data_ptr()
+    }
+}
+
+impl<'a, S: Config> Deref for DirectMr<'a, S> {
+    type Target = MemoryRegion<'a, S>;
+
+    fn deref(&self) -> &MemoryRegion<'a, S> {
+        &self.mr
+    }
+}
+
+impl<S: Config> std::fmt::Debug for DirectMr<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectMr")
+            .field("key", &self.mr.key())
+            .field("len", &self.mr.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys;
+    use fabric::flags::MrAccess;
+    use fabric::{getinfo, Fabric, Stack};
+
+    fn domain() -> (Fabric<Stack<Shm>>, Domain<Stack<Shm>>) {
+        let info = getinfo::<Stack<Shm>>(None).unwrap().remove(0);
+        let fabric = Fabric::open(&info).unwrap();
+        let domain = fabric.domain(&info).unwrap();
+        (fabric, domain)
+    }
+
+    fn attr(key: u64) -> MrAttr {
+        MrAttr {
+            access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+            offset: 0,
+            requested_key: key,
+            context: 0,
+        }
+    }
+
+    #[test]
+    fn withdrawal_waits_for_accesses_in_progress() {
+        let (_f, d) = domain();
+        let mut seg = MappedSegment::new(4096).unwrap();
+        let (fd, nonce) = (seg.file.fd(), seg.file.nonce());
+        let mr = seg.register(&d, &attr(0xa1_0001)).unwrap();
+        // A peer inside an access: counted busy.
+        let peer = SegFile::open(sys::getpid(), fd, 4096, nonce).unwrap();
+        peer.busy().fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                peer.busy().fetch_sub(1, Ordering::SeqCst);
+            });
+            drop(mr);
+        });
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(100), "waited {waited:?}");
+        assert!(waited < UNPUBLISH_WAIT, "waited {waited:?}");
+        // Withdrawn: the key can be published again, and the memory is ours again.
+        seg.as_mut_slice()[0] = 1;
+        let mr = seg.register(&d, &attr(0xa1_0001)).unwrap();
+        // A peer that never leaves (killed inside an access) delays withdrawal by at
+        // most `UNPUBLISH_WAIT`.
+        peer.busy().fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        drop(mr);
+        let waited = start.elapsed();
+        assert!(waited >= UNPUBLISH_WAIT && waited < 2 * UNPUBLISH_WAIT);
+    }
+
+    #[test]
+    fn local_words_and_errors() {
+        let (_f, d) = domain();
+        let mut seg = MappedSegment::new(64).unwrap();
+        assert_eq!(seg.len(), 64);
+        assert!(!seg.is_empty());
+        let mr = seg.register(&d, &attr(0xa1_0002)).unwrap();
+        mr.local_u64(56).unwrap().store(9, Ordering::SeqCst);
+        let mut b = [0u8; 8];
+        mr.read(56, &mut b).unwrap();
+        assert_eq!(u64::from_ne_bytes(b), 9);
+        assert_eq!(mr.local_u64(60).err(), Some(Error::Fault));
+        assert_eq!(mr.local_u64(usize::MAX).err(), Some(Error::Fault));
+        assert_eq!(mr.local_u64(4).err(), Some(Error::Inval));
+        assert_eq!(mr.key(), 0xa1_0002);
+        assert!(!mr.as_ptr().is_null());
+        // The same key in the same domain: the MR table refuses it first.
+        let mut other = MappedSegment::new(64).unwrap();
+        assert_eq!(
+            other.register(&d, &attr(0xa1_0002)).err(),
+            Some(Error::NoKey)
+        );
+        drop(mr);
+        assert_eq!(
+            u64::from_ne_bytes(seg.as_slice()[56..].try_into().unwrap()),
+            9
+        );
+        let empty = MappedSegment::new(0).unwrap();
+        assert!(empty.is_empty() && empty.as_slice().is_empty());
+    }
+}

@@ -1,0 +1,281 @@
+//! The shared layout of a directly mapped segment (see `mapped` and `direct`): an
+//! anonymous file (`memfd`, mode 0600) holding a header page, then the data peers
+//! access with plain copies and CPU atomics. This module owns every access to it.
+//!
+//! ```text
+//! page 0   magic | nonce (identity, also in the directory entry)
+//!          busy: direct accesses in progress (own cache line, written by peers)
+//! page 1.. data
+//! ```
+//! Peers may write anything anywhere in a segment they mapped, including its header:
+//! values read back are validated, and accessors check bounds and alignment.
+#![allow(unsafe_code)]
+
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use fabric::{Error, Result};
+
+use crate::sys::{self, Mapping};
+
+/// Bytes before the data: the header page (keeps the data page-aligned).
+pub const SEG_HEADER: usize = 4096;
+/// Segment magic, "FABSEG01".
+const MAGIC: u64 = u64::from_le_bytes(*b"FABSEG01");
+const OFF_MAGIC: usize = 0;
+const OFF_NONCE: usize = 8;
+const OFF_BUSY: usize = 64;
+
+/// An atomic type that can view a naturally aligned word of a segment.
+pub trait Word: Sync + sealed::Sealed {
+    /// Bytes of the word.
+    const SIZE: usize;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Word for $t {
+            const SIZE: usize = core::mem::size_of::<$t>();
+        }
+    )*};
+}
+word!(AtomicU8, AtomicU16, AtomicU32, AtomicU64);
+
+/// A mapped segment file: the owner's (created) or a peer's (opened).
+pub struct SegFile {
+    map: Mapping,
+    fd: OwnedFd,
+    len: usize,
+    nonce: u64,
+}
+
+impl SegFile {
+    /// Creates a segment of `len` data bytes, identified by `nonce`.
+    pub fn create(len: usize, nonce: u64) -> Result<SegFile> {
+        let total = SEG_HEADER.checked_add(len).ok_or(Error::Inval)?;
+        let fd = sys::memfd(total)?;
+        let map = Mapping::new(&fd, total)?;
+        let s = SegFile {
+            map,
+            fd,
+            len,
+            nonce,
+        };
+        s.word64(OFF_NONCE).store(nonce, Ordering::Relaxed);
+        s.word64(OFF_MAGIC).store(MAGIC, Ordering::Release);
+        Ok(s)
+    }
+
+    /// Maps segment descriptor `fd` of process `pid`, which its directory says holds
+    /// `len` data bytes and identity `nonce`; anything else (a reused descriptor, a
+    /// resized file) is `Err(AddrNotAvail)`.
+    pub fn open(pid: u32, fd: u32, len: usize, nonce: u64) -> Result<SegFile> {
+        let fd = sys::open_peer_fd(pid, fd)?;
+        let total = SEG_HEADER.checked_add(len).ok_or(Error::AddrNotAvail)?;
+        if sys::file_size(&fd)? != total {
+            return Err(Error::AddrNotAvail);
+        }
+        let map = Mapping::new(&fd, total)?;
+        let s = SegFile {
+            map,
+            fd,
+            len,
+            nonce,
+        };
+        if s.word64(OFF_MAGIC).load(Ordering::Acquire) != MAGIC
+            || s.word64(OFF_NONCE).load(Ordering::Relaxed) != nonce
+        {
+            return Err(Error::AddrNotAvail);
+        }
+        Ok(s)
+    }
+
+    /// The descriptor peers open through `/proc` (the owner's).
+    pub fn fd(&self) -> u32 {
+        self.fd.as_raw_fd() as u32
+    }
+
+    /// Data bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The identity written at creation.
+    pub fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    fn word64(&self, off: usize) -> &AtomicU64 {
+        assert!(off.is_multiple_of(8) && off + 8 <= SEG_HEADER);
+        // SAFETY: in the header page of a live mapping, 8-aligned (mappings are
+        // page-aligned); these words are only ever accessed atomically.
+        unsafe { &*self.map.ptr().add(off).cast::<AtomicU64>() }
+    }
+
+    /// The count of direct accesses in progress (incremented by each accessor around
+    /// its access; the owner waits for zero before it reuses the memory).
+    #[inline]
+    pub fn busy(&self) -> &AtomicU64 {
+        self.word64(OFF_BUSY)
+    }
+
+    /// Address of the first data byte in this process (for alignment tests).
+    #[inline]
+    pub fn data_addr(&self) -> usize {
+        self.map.ptr() as usize + SEG_HEADER
+    }
+
+    /// The data, exclusively: for the owner while no peer may access it.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the data lies in the live mapping; `&mut self` excludes every other
+        // access through this process, and peers only access published segments (the
+        // busy-count protocol of `mapped` guarantees none does after unpublishing).
+        unsafe { std::slice::from_raw_parts_mut(self.map.ptr().add(SEG_HEADER), self.len) }
+    }
+
+    /// The data, shared: for the owner while no peer may access it.
+    pub fn data(&self) -> &[u8] {
+        self.map.bytes(SEG_HEADER, self.len)
+    }
+
+    /// Splits the owner's segment into a view of its shared words (the busy count, data
+    /// words for local atomics) and its data, for the registration of a published
+    /// segment. Both borrow the segment for `'a` and do not overlap as memory the
+    /// caller reaches through them: the view only hands out atomics.
+    pub fn split(&mut self) -> (SegView<'_>, &mut [u8]) {
+        let view = SegView {
+            // SAFETY: the mapping is live and non-null for the borrow.
+            base: unsafe { NonNull::new_unchecked(self.map.ptr()) },
+            len: self.len,
+            _seg: PhantomData,
+        };
+        (view, self.data_mut())
+    }
+
+    /// Copies `src` to data offset `off` (bounds checked by the caller's range check;
+    /// asserted here).
+    #[inline]
+    pub fn copy_in(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.len && src.len() <= self.len - off);
+        self.map.copy_in(SEG_HEADER + off, src);
+    }
+
+    /// Data bytes `off..off + len` (peers may change them while they are read).
+    #[inline]
+    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off <= self.len && len <= self.len - off);
+        self.map.bytes(SEG_HEADER + off, len)
+    }
+
+    /// The word of type `W` at data offset `off`, if it lies inside the data and is
+    /// naturally aligned.
+    #[inline]
+    pub fn word<W: Word>(&self, off: usize) -> Option<&W> {
+        let end = off.checked_add(W::SIZE)?;
+        if end > self.len || !(self.data_addr() + off).is_multiple_of(W::SIZE) {
+            return None;
+        }
+        // SAFETY: inside the live mapping's data and naturally aligned; shared memory
+        // that peers access concurrently, so only ever through this atomic view (or
+        // byte copies of RMA, whose races with atomics libfabric leaves undefined).
+        Some(unsafe { &*self.map.ptr().add(SEG_HEADER + off).cast::<W>() })
+    }
+}
+
+/// The owner's view of a published segment's shared words while its data is lent to a
+/// registration.
+pub struct SegView<'a> {
+    base: NonNull<u8>,
+    len: usize,
+    _seg: PhantomData<&'a SegFile>,
+}
+
+// SAFETY: a view of shared memory accessed only through atomics.
+unsafe impl Send for SegView<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for SegView<'_> {}
+
+impl SegView<'_> {
+    /// The busy count (see [`SegFile::busy`]).
+    pub fn busy(&self) -> &AtomicU64 {
+        // SAFETY: the header's busy word, 8-aligned, in a mapping that outlives `'a`;
+        // accessed atomically only.
+        unsafe { &*self.base.as_ptr().add(OFF_BUSY).cast::<AtomicU64>() }
+    }
+
+    /// Data bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The data's first byte.
+    pub fn data_ptr(&self) -> *mut u8 {
+        // SAFETY: the header page precedes the data inside the mapping.
+        unsafe { self.base.as_ptr().add(SEG_HEADER) }
+    }
+
+    /// The 8-byte word at data offset `off`, if inside the data and 8-aligned.
+    pub fn word64(&self, off: usize) -> Option<&AtomicU64> {
+        let end = off.checked_add(8)?;
+        if end > self.len || !off.is_multiple_of(8) {
+            return None;
+        }
+        // SAFETY: inside the data of a mapping that outlives `'a`, 8-aligned (the data
+        // is page-aligned); the data is shared memory written by peers and by the
+        // registration, so it is only handed out as an atomic.
+        Some(unsafe { &*self.data_ptr().add(off).cast::<AtomicU64>() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_open_and_identity() {
+        let mut s = SegFile::create(10_000, 42).unwrap();
+        s.data_mut()[5] = 9;
+        let p = SegFile::open(sys::getpid(), s.fd(), 10_000, 42).unwrap();
+        assert_eq!(p.bytes(5, 1), &[9]);
+        p.copy_in(6, &[1, 2]);
+        assert_eq!(&s.data()[5..8], &[9, 1, 2]);
+        // Wrong identity or length: refused.
+        assert_eq!(
+            SegFile::open(sys::getpid(), s.fd(), 10_000, 43).err(),
+            Some(Error::AddrNotAvail)
+        );
+        assert_eq!(
+            SegFile::open(sys::getpid(), s.fd(), 9_999, 42).err(),
+            Some(Error::AddrNotAvail)
+        );
+        p.busy().fetch_add(3, Ordering::SeqCst);
+        let (view, data) = s.split();
+        assert_eq!(view.busy().load(Ordering::SeqCst), 3);
+        assert_eq!(data.len(), 10_000);
+        assert_eq!(view.len(), 10_000);
+    }
+
+    #[test]
+    fn words_are_bounded_and_aligned() {
+        let mut s = SegFile::create(64, 1).unwrap();
+        assert!(s.word::<AtomicU64>(56).is_some());
+        assert!(s.word::<AtomicU64>(60).is_none());
+        assert!(s.word::<AtomicU64>(57).is_none());
+        assert!(s.word::<AtomicU64>(usize::MAX).is_none());
+        assert!(s.word::<AtomicU8>(63).is_some());
+        assert!(s.word::<AtomicU16>(63).is_none());
+        s.word::<AtomicU32>(8).unwrap().store(7, Ordering::Relaxed);
+        let (view, _) = s.split();
+        assert_eq!(view.word64(8).unwrap().load(Ordering::Relaxed), 7);
+        assert!(view.word64(60).is_none());
+        assert!(view.word64(4).is_none());
+    }
+}

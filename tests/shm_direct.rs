@@ -1,0 +1,1161 @@
+//! Directly mapped regions of the shm provider ([`fabric_shm::MappedSegment`]): RMA and
+//! atomics into a published segment are performed by the initiator and complete at
+//! once, with the target never progressing; checks fail at once with the target's
+//! errors; everything else keeps the ring path.
+//!
+//! In-process tests put target and initiator in separate fabrics and domains, so that
+//! progressing the initiator never progresses the target. Cross-process tests re-run
+//! this binary as children (`child_entry`, ignored in normal runs), as
+//! tests/shm_multiprocess.rs does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use fabric::atomic::{self, AtomicClass};
+use fabric::prelude::*;
+use fabric_shm::{DirectMr, MappedSegment, Shm};
+
+/// Longest any single wait may take before the test fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------
+// Nodes
+// ---------------------------------------------------------------------------------
+
+struct Node<S: Config> {
+    ep: Endpoint<S>,
+    cq: Cq<S>,
+    av: AddressVector<S>,
+    domain: Domain<S>,
+    _fabric: Fabric<S>,
+}
+
+/// An endpoint in its own fabric and domain.
+fn node<S: Config>() -> Node<S> {
+    let hints = Hints::new()
+        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
+    let fabric = Fabric::<S>::open(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let cq = domain.cq(&CqAttr::DEFAULT).expect("cq");
+    let av = domain.av(&AvAttr::DEFAULT).expect("av");
+    let ep = domain.endpoint(&info).expect("endpoint");
+    ep.bind_av(&av).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.enable().unwrap();
+    Node {
+        ep,
+        cq,
+        av,
+        domain,
+        _fabric: fabric,
+    }
+}
+
+type Entry = std::result::Result<CqTaggedEntry, CqErrEntry>;
+
+/// The completion that must be there at once: one CQ read, no waiting.
+#[track_caller]
+fn now<S: Config>(n: &Node<S>) -> Entry
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut e = [CqTaggedEntry::default(); 1];
+    match n.cq.read(&mut e) {
+        Ok(1) => Ok(e[0]),
+        Err(Error::Avail) => Err(n.cq.read_err().unwrap()),
+        other => panic!("no completion at once: {other:?}"),
+    }
+}
+
+/// No completion now.
+#[track_caller]
+fn nothing<S: Config>(n: &Node<S>)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut e = [CqTaggedEntry::default(); 1];
+    match n.cq.read(&mut e) {
+        Err(Error::Again) | Ok(0) => {}
+        other => panic!("unexpected completion: {other:?}"),
+    }
+}
+
+/// One completion, progressing while waiting.
+#[track_caller]
+fn next<S: Config>(n: &Node<S>) -> Entry
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        match n.cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Err(Error::Avail) => return Err(n.cq.read_err().unwrap()),
+            Ok(_) | Err(Error::Again) => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        n.domain.progress();
+        assert!(Instant::now() < deadline, "no completion in time");
+        std::hint::spin_loop();
+    }
+}
+
+fn attr(access: MrAccess, key: u64, offset: u64) -> MrAttr {
+    MrAttr {
+        access,
+        offset,
+        requested_key: key,
+        context: 0,
+    }
+}
+
+const RW: MrAccess = MrAccess::REMOTE_READ.union(MrAccess::REMOTE_WRITE);
+
+fn u64_at<S: Config>(mr: &DirectMr<'_, S>, off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    mr.read(off, &mut b).unwrap();
+    u64::from_ne_bytes(b)
+}
+
+/// A simple deterministic generator for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// In-process tests
+// ---------------------------------------------------------------------------------
+
+/// Writes (small and large), reads, fetch-adds, compare-swaps and base atomics into a
+/// published segment complete at once; the target never progresses and receives no
+/// packet; the target's memory holds the results.
+fn basic_ops<I: Config>(key: u64)
+where
+    I::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let t = node::<Stack<Shm>>();
+    let i = node::<I>();
+    let mut seg = MappedSegment::new(1 << 20).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, key, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let cntr = i.domain.cntr(&CntrAttr::default()).unwrap();
+    i.ep.bind_cntr(&cntr, BindFlags::WRITE | BindFlags::READ)
+        .unwrap();
+
+    i.ep.write(b"directly", peer, 16, key, Context(1)).unwrap();
+    let e = now(&i).unwrap();
+    assert_eq!(e.op_context, Context(1));
+    assert_eq!(e.flags, CqFlags::RMA | CqFlags::WRITE);
+    assert_eq!(e.len, 8);
+    let mut b = [0u8; 8];
+    mr.read(16, &mut b).unwrap();
+    assert_eq!(&b, b"directly");
+
+    let mut back = [0u8; 8];
+    // SAFETY: `back` outlives the operation, which completes before it is read.
+    unsafe { i.ep.read(&mut back, peer, 16, key, Context(2)) }.unwrap();
+    let e = now(&i).unwrap();
+    assert_eq!((e.op_context, e.len), (Context(2), 8));
+    assert_eq!(e.flags, CqFlags::RMA | CqFlags::READ);
+    assert_eq!(&back, b"directly");
+
+    // Larger than the ring's inline payload: one copy, still at once.
+    let big = pattern(100_000, 7);
+    i.ep.write(&big, peer, 4096, key, Context(3)).unwrap();
+    assert_eq!(now(&i).unwrap().len, big.len());
+    let mut got = vec![0u8; big.len()];
+    // SAFETY: as above.
+    unsafe { i.ep.read(&mut got, peer, 4096, key, Context(4)) }.unwrap();
+    now(&i).unwrap();
+    assert!(got == big);
+
+    for want in [0u64, 5] {
+        let mut old = [0u8; 8];
+        // SAFETY: `old` outlives the operation.
+        unsafe {
+            i.ep.fetch_atomic(
+                &5u64.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                peer,
+                0,
+                key,
+                Context(5),
+            )
+        }
+        .unwrap();
+        let e = now(&i).unwrap();
+        assert_eq!(e.flags, CqFlags::ATOMIC | CqFlags::READ);
+        assert_eq!(u64::from_ne_bytes(old), want);
+    }
+    assert_eq!(
+        mr.local_u64(0)
+            .unwrap()
+            .load(std::sync::atomic::Ordering::SeqCst),
+        10
+    );
+
+    for (cmp, want_old, after) in [(10u64, 10u64, 77u64), (1, 77, 77)] {
+        let mut old = [0u8; 8];
+        // SAFETY: `old` outlives the operation.
+        unsafe {
+            i.ep.compare_atomic(
+                &77u64.to_ne_bytes(),
+                &cmp.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Cswap,
+                peer,
+                0,
+                key,
+                Context(6),
+            )
+        }
+        .unwrap();
+        now(&i).unwrap();
+        assert_eq!(u64::from_ne_bytes(old), want_old);
+        assert_eq!(u64_at(&mr, 0), after);
+    }
+
+    i.ep.atomic(
+        &3u32.to_ne_bytes(),
+        Datatype::Uint32,
+        AtomicOp::Bor,
+        peer,
+        40,
+        key,
+        Context(7),
+    )
+    .unwrap();
+    let e = now(&i).unwrap();
+    assert_eq!(e.flags, CqFlags::ATOMIC | CqFlags::WRITE);
+    let mut w = [0u8; 4];
+    mr.read(40, &mut w).unwrap();
+    assert_eq!(u32::from_ne_bytes(w), 3);
+
+    // Injected and selective-completion operations count but add no entry.
+    i.ep.inject_write(b"inj", peer, 100, key).unwrap();
+    nothing(&i);
+    let mut b = [0u8; 3];
+    mr.read(100, &mut b).unwrap();
+    assert_eq!(&b, b"inj");
+    // 2 writes + a base atomic + an inject (write counter), 2 reads + 4 fetching (read).
+    assert_eq!(cntr.read(), 4 + 6);
+    assert_eq!(cntr.read_err(), 0);
+
+    // Nothing ever reached the target's rings.
+    assert_eq!(t.domain.progress(), 0);
+    drop(mr);
+}
+
+#[test]
+fn direct_ops_complete_without_target_progress() {
+    basic_ops::<Stack<Shm>>(0xd1_0001);
+    basic_ops::<Stack<Shm, ThreadSafe>>(0xd1_0002);
+}
+
+/// A published key with a bad range or without the right fails at once with the
+/// target's error (counted, reported), and the target's memory is unchanged.
+#[test]
+fn checks_fail_at_once_and_memory_is_unchanged() {
+    const KEY_RW: u64 = 0xd2_0001;
+    const KEY_RO: u64 = 0xd2_0002;
+    const BASE: u64 = 1 << 40;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mut ro_seg = MappedSegment::new(4096).unwrap();
+    ro_seg.as_mut_slice().copy_from_slice(&pattern(4096, 3));
+    // Offset-addressed: the first byte is at remote address BASE.
+    let mr = seg.register(&t.domain, &attr(RW, KEY_RW, BASE)).unwrap();
+    let ro = ro_seg
+        .register(&t.domain, &attr(MrAccess::REMOTE_READ, KEY_RO, 0))
+        .unwrap();
+    assert_eq!(mr.remote_addr(), BASE);
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let cntr = i.domain.cntr(&CntrAttr::default()).unwrap();
+    i.ep.bind_cntr(&cntr, BindFlags::WRITE | BindFlags::READ)
+        .unwrap();
+
+    let expect_err = |ctx: usize, err: Error, flags: CqFlags| {
+        let e = now(&i).expect_err("an error entry");
+        assert_eq!((e.context, e.err, e.flags), (Context(ctx), err, flags));
+        assert_eq!(e.prov_errno, err.code());
+    };
+    let wflags = CqFlags::RMA | CqFlags::WRITE;
+    i.ep.write(&[1; 8], peer, 0, KEY_RO, Context(1)).unwrap();
+    expect_err(1, Error::Access, wflags);
+    i.ep.write(&[1; 8], peer, BASE + 4092, KEY_RW, Context(2))
+        .unwrap();
+    expect_err(2, Error::Fault, wflags);
+    i.ep.write(&[1; 8], peer, BASE - 1, KEY_RW, Context(3))
+        .unwrap();
+    expect_err(3, Error::Fault, wflags);
+    i.ep.write(&[1; 8], peer, u64::MAX - 3, KEY_RW, Context(4))
+        .unwrap();
+    expect_err(4, Error::Fault, wflags);
+    let mut buf = [0u8; 16];
+    // SAFETY: `buf` outlives the operations.
+    unsafe { i.ep.read(&mut buf, peer, BASE + 4090, KEY_RW, Context(5)) }.unwrap();
+    expect_err(5, Error::Fault, CqFlags::RMA | CqFlags::READ);
+    let mut old = [0u8; 8];
+    // SAFETY: as above.
+    unsafe {
+        i.ep.fetch_atomic(
+            &1u64.to_ne_bytes(),
+            &mut old,
+            Datatype::Uint64,
+            AtomicOp::Sum,
+            peer,
+            0,
+            KEY_RO,
+            Context(6),
+        )
+    }
+    .unwrap();
+    expect_err(6, Error::Access, CqFlags::ATOMIC | CqFlags::READ);
+    i.ep.atomic(
+        &1u64.to_ne_bytes(),
+        Datatype::Uint64,
+        AtomicOp::Sum,
+        peer,
+        BASE + 4096,
+        KEY_RW,
+        Context(7),
+    )
+    .unwrap();
+    expect_err(7, Error::Fault, CqFlags::ATOMIC | CqFlags::WRITE);
+    // Reading a read-only segment (and atomically reading it) is allowed.
+    // SAFETY: as above.
+    unsafe { i.ep.read(&mut buf, peer, 8, KEY_RO, Context(8)) }.unwrap();
+    now(&i).unwrap();
+    assert_eq!(buf[..], pattern(4096, 3)[8..24]);
+    // SAFETY: as above.
+    unsafe {
+        i.ep.fetch_atomic(
+            &[],
+            &mut old,
+            Datatype::Uint64,
+            AtomicOp::AtomicRead,
+            peer,
+            16,
+            KEY_RO,
+            Context(9),
+        )
+    }
+    .unwrap();
+    now(&i).unwrap();
+    assert_eq!(old[..], pattern(4096, 3)[16..24]);
+    // Zero-length write at the very end: legal, as in the MR table.
+    i.ep.write(&[], peer, BASE + 4096, KEY_RW, Context(10))
+        .unwrap();
+    now(&i).unwrap();
+
+    assert_eq!(cntr.read(), 3);
+    assert_eq!(cntr.read_err(), 7);
+    let mut all = vec![0u8; 4096];
+    mr.read(0, &mut all).unwrap();
+    assert!(all.iter().all(|&b| b == 0), "target memory changed");
+    let mut all = vec![0u8; 4096];
+    ro.read(0, &mut all).unwrap();
+    assert_eq!(all, pattern(4096, 3));
+    assert_eq!(t.domain.progress(), 0);
+}
+
+/// Keys nobody published take the ring path: nothing completes until the target
+/// progresses, then the target's MR table answers (an error for an unknown key,
+/// success for an ordinary registration).
+#[test]
+fn unpublished_keys_take_the_ring_path() {
+    const KEY: u64 = 0xd3_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut plain = vec![0u8; 64];
+    let mr = t.domain.mr_reg(&mut plain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+
+    i.ep.write(&[9; 8], peer, 0, 0xd3_dead, Context(1)).unwrap();
+    nothing(&i);
+    assert_eq!(t.domain.progress(), 1);
+    let e = next(&i).expect_err("unknown key");
+    assert_eq!((e.context, e.err), (Context(1), Error::KeyRejected));
+
+    i.ep.write(&[9; 8], peer, 8, KEY, Context(2)).unwrap();
+    nothing(&i);
+    assert_eq!(t.domain.progress(), 1);
+    assert_eq!(next(&i).unwrap().op_context, Context(2));
+    let mut b = [0u8; 8];
+    mr.read(8, &mut b).unwrap();
+    assert_eq!(b, [9; 8]);
+}
+
+/// After its `DirectMr` is dropped a segment is never accessed directly: operations
+/// on its key go to the target (which no longer has it). Publishing it again works.
+#[test]
+fn withdrawn_segments_are_not_accessed() {
+    const KEY: u64 = 0xd4_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    {
+        let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+        i.ep.write(&[1; 8], peer, 0, KEY, Context(1)).unwrap();
+        now(&i).unwrap();
+        assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([1; 8]));
+    }
+    i.ep.write(&[2; 8], peer, 0, KEY, Context(2)).unwrap();
+    nothing(&i);
+    assert_eq!(seg.as_slice()[..8], [1; 8]);
+    assert_eq!(t.domain.progress(), 1);
+    assert_eq!(next(&i).expect_err("withdrawn").err, Error::KeyRejected);
+    assert_eq!(seg.as_slice()[..8], [1; 8]);
+
+    // Published again (a new generation of the entry): direct again.
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    i.ep.write(&[3; 8], peer, 0, KEY, Context(3)).unwrap();
+    now(&i).unwrap();
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([3; 8]));
+    // Keys are process-wide for published segments.
+    let t2 = node::<Stack<Shm>>();
+    let mut other = MappedSegment::new(64).unwrap();
+    assert_eq!(
+        other.register(&t2.domain, &attr(RW, KEY, 0)).err(),
+        Some(Error::KeyRejected)
+    );
+}
+
+/// A direct operation posted while ring-path operations are in flight waits for them
+/// (it would otherwise overtake them): completions and memory keep the posting order.
+#[test]
+fn direct_ops_wait_for_earlier_ring_ops() {
+    const KEY: u64 = 0xd5_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+
+    // Remote CQ data needs the target: the ring path.
+    i.ep.writedata(&[1; 8], 99, peer, 0, KEY, Context(1))
+        .unwrap();
+    i.ep.write(&[2; 8], peer, 0, KEY, Context(2)).unwrap();
+    // Even a failure waits its turn.
+    i.ep.write(&[4; 8], peer, 4092, KEY, Context(4)).unwrap();
+    nothing(&i);
+    assert_eq!(
+        u64_at(&mr, 0),
+        0,
+        "the direct write overtook the ring write"
+    );
+    assert_eq!(t.domain.progress(), 1);
+    // (Error entries are read apart from successes: compare as sets.)
+    let mut done: Vec<_> = (0..3)
+        .map(|_| match next(&i) {
+            Ok(e) => (e.op_context, None),
+            Err(e) => (e.context, Some(e.err)),
+        })
+        .collect();
+    done.sort_by_key(|d| d.0 .0);
+    assert_eq!(
+        done,
+        [
+            (Context(1), None),
+            (Context(2), None),
+            (Context(4), Some(Error::Fault))
+        ]
+    );
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([2; 8]));
+    let e = next(&t).unwrap();
+    assert!(e.flags.contains(CqFlags::REMOTE_CQ_DATA));
+    assert_eq!(e.data, 99);
+    // Nothing in flight any more: direct again.
+    i.ep.write(&[3; 8], peer, 0, KEY, Context(3)).unwrap();
+    assert_eq!(now(&i).unwrap().op_context, Context(3));
+}
+
+/// Every lock-free (class, op, datatype) combination gives, on two elements, exactly
+/// the values of `fabric::atomic::apply` (the target's semantics): memory and fetched
+/// values bit for bit. 16-byte datatypes take the ring path.
+#[test]
+fn direct_atomics_match_the_model() {
+    const KEY: u64 = 0xd6_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(1 << 16).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut tried = 0;
+    let mut off = 0usize;
+    for dt in Datatype::ALL.into_iter().filter(|d| d.size() <= 8) {
+        for op in AtomicOp::ALL {
+            for class in [AtomicClass::Base, AtomicClass::Fetch, AtomicClass::Compare] {
+                if !atomic::is_valid(class, op, dt) {
+                    continue;
+                }
+                let n = 2 * dt.size();
+                let init = rng.bytes(n);
+                let operand = rng.bytes(n);
+                // Element 0 compares equal (the swap path), element 1 likely not.
+                let mut compare = rng.bytes(n);
+                compare[..dt.size()].copy_from_slice(&init[..dt.size()]);
+                mr.write(off, &init).unwrap();
+                let mut model = init.clone();
+                let mut fetched = vec![0u8; n];
+                let cmp: &[u8] = if class == AtomicClass::Compare {
+                    &compare
+                } else {
+                    &[]
+                };
+                atomic::apply(
+                    class,
+                    op,
+                    dt,
+                    &mut model,
+                    &operand,
+                    cmp,
+                    (class != AtomicClass::Base).then_some(&mut fetched[..]),
+                )
+                .unwrap();
+                let mut result = vec![0u8; n];
+                let addr = off as u64;
+                // SAFETY: `result` outlives the operation, which completes at once.
+                unsafe {
+                    match class {
+                        AtomicClass::Base => {
+                            i.ep.atomic(&operand, dt, op, peer, addr, KEY, Context(1))
+                        }
+                        AtomicClass::Fetch => i.ep.fetch_atomic(
+                            &operand,
+                            &mut result,
+                            dt,
+                            op,
+                            peer,
+                            addr,
+                            KEY,
+                            Context(1),
+                        ),
+                        AtomicClass::Compare => i.ep.compare_atomic(
+                            &operand,
+                            &compare,
+                            &mut result,
+                            dt,
+                            op,
+                            peer,
+                            addr,
+                            KEY,
+                            Context(1),
+                        ),
+                    }
+                }
+                .unwrap();
+                now(&i).unwrap_or_else(|e| panic!("{class:?} {op:?} {dt:?}: {e:?}"));
+                let mut got = vec![0u8; n];
+                mr.read(off, &mut got).unwrap();
+                assert_eq!(got, model, "memory after {class:?} {op:?} {dt:?}");
+                if class != AtomicClass::Base {
+                    assert_eq!(result, fetched, "fetched by {class:?} {op:?} {dt:?}");
+                }
+                tried += 1;
+                off += 16;
+            }
+        }
+    }
+    assert!(tried > 300, "only {tried} combinations");
+    assert_eq!(t.domain.progress(), 0);
+
+    // 16 bytes: no lock-free instruction, the target applies it.
+    i.ep.atomic(
+        &5u128.to_ne_bytes(),
+        Datatype::Uint128,
+        AtomicOp::Sum,
+        peer,
+        off as u64,
+        KEY,
+        Context(2),
+    )
+    .unwrap();
+    nothing(&i);
+    assert_eq!(t.domain.progress(), 1);
+    assert_eq!(next(&i).unwrap().op_context, Context(2));
+    let mut b = [0u8; 16];
+    mr.read(off, &mut b).unwrap();
+    assert_eq!(u128::from_ne_bytes(b), 5);
+    // Misaligned: the target copes.
+    i.ep.atomic(
+        &5u64.to_ne_bytes(),
+        Datatype::Uint64,
+        AtomicOp::Sum,
+        peer,
+        off as u64 + 20,
+        KEY,
+        Context(3),
+    )
+    .unwrap();
+    nothing(&i);
+    assert_eq!(t.domain.progress(), 1);
+    assert_eq!(next(&i).unwrap().op_context, Context(3));
+}
+
+/// Threads of one process fetch-adding the same word directly lose nothing, while the
+/// owner withdraws and republishes nothing (plain contention on the busy count too).
+#[test]
+fn concurrent_fetch_adds_in_process() {
+    const KEY: u64 = 0xd7_0001;
+    const N: u64 = 5000;
+    let t = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(64).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let name = t.ep.name();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let name = name.clone();
+            s.spawn(move || {
+                let i = node::<Stack<Shm>>();
+                let peer = i.av.insert(&name).unwrap();
+                let mut last = None;
+                for _ in 0..N {
+                    let mut old = [0u8; 8];
+                    // SAFETY: `old` outlives the operation, which completes at once.
+                    unsafe {
+                        i.ep.fetch_atomic(
+                            &1u64.to_ne_bytes(),
+                            &mut old,
+                            Datatype::Uint64,
+                            AtomicOp::Sum,
+                            peer,
+                            8,
+                            KEY,
+                            Context(1),
+                        )
+                    }
+                    .unwrap();
+                    now(&i).unwrap();
+                    let v = u64::from_ne_bytes(old);
+                    assert!(last.is_none_or(|l| v > l), "fetched values go up");
+                    last = Some(v);
+                }
+            });
+        }
+    });
+    assert_eq!(u64_at(&mr, 8), 2 * N);
+}
+
+/// Latency of 8-byte writes to completion, direct and through the ring (the target
+/// progressed in the same thread), printed for the record (`cargo test --release
+/// --test shm_direct direct_write_latency -- --nocapture`).
+#[test]
+fn direct_write_latency_vs_ring() {
+    const KEY_DIRECT: u64 = 0xd8_0001;
+    const KEY_RING: u64 = 0xd8_0002;
+    let n: u32 = if cfg!(debug_assertions) {
+        10_000
+    } else {
+        100_000
+    };
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let _direct = seg.register(&t.domain, &attr(RW, KEY_DIRECT, 0)).unwrap();
+    let mut plain = vec![0u8; 4096];
+    let _ring = t.domain.mr_reg(&mut plain, &attr(RW, KEY_RING, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let mut e = [CqTaggedEntry::default(); 1];
+    let mut run = |key: u64, progress_target: bool| {
+        let start = Instant::now();
+        for k in 0..n {
+            i.ep.write(&u64::from(k).to_ne_bytes(), peer, 64, key, Context(1))
+                .unwrap();
+            loop {
+                if progress_target {
+                    t.domain.progress();
+                }
+                if i.cq.read(&mut e) == Ok(1) {
+                    break;
+                }
+                assert!(start.elapsed() < DEADLINE, "no completion in time");
+            }
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    };
+    let direct = run(KEY_DIRECT, false);
+    let ring = run(KEY_RING, true);
+    eprintln!(
+        "shm 8-byte write + completion, {n} in one process: direct {direct:.0} ns, ring {ring:.0} ns ({:.1}x)",
+        ring / direct
+    );
+    assert!(direct > 0.0 && ring > 0.0);
+}
+
+// ---------------------------------------------------------------------------------
+// Across processes: parent side
+// ---------------------------------------------------------------------------------
+
+const ROLE: &str = "FABRIC_SHM_DIRECT_ROLE";
+const STACK: &str = "FABRIC_SHM_DIRECT_STACK";
+const KEY_RW: u64 = 0xd9_0001;
+const KEY_RO: u64 = 0xd9_0002;
+const SEG_LEN: usize = 1 << 20;
+const RO_LEN: usize = 4096;
+/// Where the concurrent fetch-adds go.
+const COUNTER: u64 = 4096;
+
+struct Kid {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Kid {
+    fn spawn(role: &str, stack: &str) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "child_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(STACK, stack)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn child");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                // libtest may have printed "test child_entry ... " on the same line.
+                if let Some(at) = line.find("@@ ") {
+                    if tx.send(line[at + 3..].to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Kid {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next report, which must start with `word`; returns the rest.
+    #[track_caller]
+    fn expect(&self, word: &str) -> String {
+        let l = self
+            .lines
+            .recv_timeout(DEADLINE)
+            .expect("child reported nothing in time");
+        match l.strip_prefix(word) {
+            Some(rest) => rest.trim().to_string(),
+            None => panic!("child said {l:?}, expected {word}"),
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write to child");
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits for a clean exit.
+    #[track_caller]
+    fn finish(mut self) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "child failed: {st}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "child did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+/// An initiator on `stack` connected to the target named `target`.
+fn initiator(stack: &str, target: &str) -> Kid {
+    let mut k = Kid::spawn("initiator", stack);
+    k.expect("NAME");
+    k.say(&format!("PEER {target}"));
+    k
+}
+
+fn peek(t: &mut Kid, off: u64, len: usize) -> Vec<u8> {
+    t.say(&format!("PEEK {off} {len}"));
+    unhex(&t.expect("BYTES"))
+}
+
+/// Writes, reads and atomics from other processes into a published segment complete
+/// at once while the target process never progresses; bad ranges and rights fail at
+/// once with the target's errors and change nothing; after the target withdraws the
+/// segment, an operation on its key waits for the target, which rejects the key.
+#[test]
+fn direct_across_processes_without_target_progress() {
+    let mut t = Kid::spawn("target", "default");
+    let nt = t.expect("NAME");
+    for (k, stack) in ["default", "safe", "safe_auto"].into_iter().enumerate() {
+        let base = k as u64 * 65536;
+        let mut i = initiator(stack, &nt);
+        i.say(&format!("BASIC {base}"));
+        i.expect("DONE");
+        i.say("BAD");
+        i.expect("DONE");
+        i.say("BYE");
+        i.finish();
+        let words = peek(&mut t, base, 16);
+        assert_eq!(words[..8], 10u64.to_ne_bytes(), "{stack}: fetch-adds");
+        assert_eq!(words[8..], 0xabcu64.to_ne_bytes(), "{stack}: compare-swap");
+        assert_eq!(
+            peek(&mut t, base + 64, 16),
+            pattern(16, base),
+            "{stack}: write"
+        );
+    }
+    // Refused writes changed nothing.
+    assert_eq!(peek(&mut t, SEG_LEN as u64 - 8, 8), [0; 8]);
+    t.say("UNPUBLISH");
+    t.expect("OK");
+    let mut i = initiator("default", &nt);
+    i.say("AFTER");
+    i.expect("WAITING");
+    t.say("SERVE");
+    i.expect("DONE");
+    i.say("BYE");
+    i.finish();
+    t.say("BYE");
+    let fin = unhex(&t.expect("FINAL"));
+    assert_eq!(
+        fin[..8],
+        10u64.to_ne_bytes(),
+        "the write after withdrawal landed"
+    );
+    t.finish();
+}
+
+/// Two processes doing 10000 fetch-adds each on the same word of a third, which never
+/// progresses: the exact total, and each process sees its fetched values grow.
+#[test]
+fn concurrent_fetch_adds_across_processes() {
+    let mut t = Kid::spawn("target", "default");
+    let nt = t.expect("NAME");
+    let mut a = initiator("default", &nt);
+    let mut b = initiator("safe", &nt);
+    a.say("ADD 10000");
+    b.say("ADD 10000");
+    a.expect("DONE");
+    b.expect("DONE");
+    a.say("BYE");
+    b.say("BYE");
+    a.finish();
+    b.finish();
+    assert_eq!(peek(&mut t, COUNTER, 8), 20000u64.to_ne_bytes());
+    t.say("BYE");
+    t.expect("FINAL");
+    t.finish();
+}
+
+// ---------------------------------------------------------------------------------
+// Across processes: child side
+// ---------------------------------------------------------------------------------
+
+struct Ctl {
+    lines: Receiver<String>,
+}
+
+impl Ctl {
+    fn new() -> Ctl {
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ctl { lines }
+    }
+
+    fn report(&self, s: &str) {
+        println!("@@ {s}");
+        std::io::stdout().flush().unwrap();
+    }
+
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(DEADLINE)
+            .expect("parent said nothing")
+    }
+
+    fn expect(&self, word: &str) -> String {
+        let l = self.line();
+        l.strip_prefix(word)
+            .unwrap_or_else(|| panic!("parent said {l:?}, expected {word}"))
+            .trim()
+            .to_string()
+    }
+}
+
+/// Publishes a read-write and a read-only segment and never progresses unless told
+/// (`SERVE`, until the next command). Commands: `PEEK off len`, `UNPUBLISH`, `SERVE`,
+/// `BYE` (reports the first 64 bytes as `FINAL`).
+fn role_target(ctl: &Ctl) {
+    let n = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(SEG_LEN).unwrap();
+    let mut ro_seg = MappedSegment::new(RO_LEN).unwrap();
+    ro_seg.as_mut_slice().copy_from_slice(&pattern(RO_LEN, 5));
+    {
+        let mut mr = Some(seg.register(&n.domain, &attr(RW, KEY_RW, 0)).unwrap());
+        let _ro = ro_seg
+            .register(&n.domain, &attr(MrAccess::REMOTE_READ, KEY_RO, 0))
+            .unwrap();
+        ctl.report(&format!("NAME {}", hex(&n.ep.name())));
+        let mut pending = None;
+        loop {
+            let l = pending.take().unwrap_or_else(|| ctl.line());
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["PEEK", off, len] => {
+                    let mut b = vec![0u8; len.parse().unwrap()];
+                    mr.as_ref()
+                        .expect("published")
+                        .read(off.parse().unwrap(), &mut b)
+                        .unwrap();
+                    ctl.report(&format!("BYTES {}", hex(&b)));
+                }
+                ["UNPUBLISH"] => {
+                    mr = None;
+                    ctl.report("OK");
+                }
+                ["SERVE"] => loop {
+                    n.domain.progress();
+                    if let Ok(l) = ctl.lines.try_recv() {
+                        pending = Some(l);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                },
+                ["BYE"] => break,
+                _ => panic!("target: unknown command {l:?}"),
+            }
+        }
+    }
+    ctl.report(&format!("FINAL {}", hex(&seg.as_slice()[..64])));
+}
+
+/// Talks to the target. Commands: `BASIC base`, `BAD`, `ADD n`, `AFTER`, `BYE`.
+fn role_initiator<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    ctl.report(&format!("NAME {}", hex(&n.ep.name())));
+    let peer = n.av.insert(&unhex(&ctl.expect("PEER"))).unwrap();
+    // Auto progress completes on its own thread: wait briefly for "at once" there.
+    let auto = <S::Progress as fabric::config::Progress>::AUTO;
+    let done = |n: &Node<S>| if auto { next(n) } else { now(n) };
+    loop {
+        let l = ctl.line();
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["BASIC", base] => {
+                let base: u64 = base.parse().unwrap();
+                for want in [0u64, 5] {
+                    let mut old = [0u8; 8];
+                    // SAFETY: `old` outlives the operation.
+                    unsafe {
+                        n.ep.fetch_atomic(
+                            &5u64.to_ne_bytes(),
+                            &mut old,
+                            Datatype::Uint64,
+                            AtomicOp::Sum,
+                            peer,
+                            base,
+                            KEY_RW,
+                            Context(1),
+                        )
+                    }
+                    .unwrap();
+                    done(&n).unwrap();
+                    assert_eq!(u64::from_ne_bytes(old), want);
+                }
+                let mut old = [0u8; 8];
+                // SAFETY: as above.
+                unsafe {
+                    n.ep.compare_atomic(
+                        &0xabcu64.to_ne_bytes(),
+                        &0u64.to_ne_bytes(),
+                        &mut old,
+                        Datatype::Uint64,
+                        AtomicOp::Cswap,
+                        peer,
+                        base + 8,
+                        KEY_RW,
+                        Context(2),
+                    )
+                }
+                .unwrap();
+                done(&n).unwrap();
+                assert_eq!(old, [0; 8]);
+                n.ep.write(&pattern(16, base), peer, base + 64, KEY_RW, Context(3))
+                    .unwrap();
+                done(&n).unwrap();
+                let big = pattern(40_000, base + 1);
+                n.ep.write(&big, peer, base + 4096, KEY_RW, Context(4))
+                    .unwrap();
+                done(&n).unwrap();
+                let mut back = vec![0u8; big.len()];
+                // SAFETY: as above.
+                unsafe { n.ep.read(&mut back, peer, base + 4096, KEY_RW, Context(5)) }.unwrap();
+                done(&n).unwrap();
+                assert!(back == big);
+                ctl.report("DONE");
+            }
+            ["BAD"] => {
+                let err = |n: &Node<S>| done(n).expect_err("an error entry").err;
+                n.ep.write(&[1; 8], peer, 0, KEY_RO, Context(1)).unwrap();
+                assert_eq!(err(&n), Error::Access);
+                n.ep.write(&[1; 8], peer, SEG_LEN as u64 - 4, KEY_RW, Context(2))
+                    .unwrap();
+                assert_eq!(err(&n), Error::Fault);
+                let mut old = [0u8; 8];
+                // SAFETY: `old` outlives the operation.
+                unsafe {
+                    n.ep.fetch_atomic(
+                        &1u64.to_ne_bytes(),
+                        &mut old,
+                        Datatype::Uint64,
+                        AtomicOp::Sum,
+                        peer,
+                        0,
+                        KEY_RO,
+                        Context(3),
+                    )
+                }
+                .unwrap();
+                assert_eq!(err(&n), Error::Access);
+                // SAFETY: as above.
+                unsafe {
+                    n.ep.fetch_atomic(
+                        &[],
+                        &mut old,
+                        Datatype::Uint64,
+                        AtomicOp::AtomicRead,
+                        peer,
+                        8,
+                        KEY_RO,
+                        Context(4),
+                    )
+                }
+                .unwrap();
+                done(&n).unwrap();
+                assert_eq!(old[..], pattern(RO_LEN, 5)[8..16]);
+                ctl.report("DONE");
+            }
+            ["ADD", count] => {
+                let count: u64 = count.parse().unwrap();
+                let mut last = None;
+                for _ in 0..count {
+                    let mut old = [0u8; 8];
+                    // SAFETY: `old` outlives the operation.
+                    unsafe {
+                        n.ep.fetch_atomic(
+                            &1u64.to_ne_bytes(),
+                            &mut old,
+                            Datatype::Uint64,
+                            AtomicOp::Sum,
+                            peer,
+                            COUNTER,
+                            KEY_RW,
+                            Context(1),
+                        )
+                    }
+                    .unwrap();
+                    done(&n).unwrap();
+                    let v = u64::from_ne_bytes(old);
+                    assert!(last.is_none_or(|l| v > l));
+                    last = Some(v);
+                }
+                ctl.report("DONE");
+            }
+            ["AFTER"] => {
+                n.ep.write(&[0xee; 8], peer, 0, KEY_RW, Context(9)).unwrap();
+                // The target does not progress: no completion.
+                let until = Instant::now() + Duration::from_millis(200);
+                let mut e = [CqTaggedEntry::default(); 1];
+                while Instant::now() < until {
+                    assert!(matches!(n.cq.read(&mut e), Err(Error::Again) | Ok(0)));
+                    n.domain.progress();
+                }
+                ctl.report("WAITING");
+                let e = next(&n).expect_err("withdrawn key");
+                assert_eq!((e.context, e.err), (Context(9), Error::KeyRejected));
+                ctl.report("DONE");
+            }
+            ["BYE"] => break,
+            _ => panic!("initiator: unknown command {l:?}"),
+        }
+    }
+}
+
+/// Entry point of child processes (does nothing unless started as one).
+#[test]
+#[ignore = "child process of the cross-process tests"]
+fn child_entry() {
+    let (Ok(role), Ok(stack)) = (std::env::var(ROLE), std::env::var(STACK)) else {
+        return;
+    };
+    let ctl = Ctl::new();
+    match (role.as_str(), stack.as_str()) {
+        ("target", _) => role_target(&ctl),
+        ("initiator", "default") => role_initiator::<Stack<Shm>>(&ctl),
+        ("initiator", "safe") => role_initiator::<Stack<Shm, ThreadSafe>>(&ctl),
+        ("initiator", "safe_auto") => role_initiator::<Stack<Shm, ThreadSafe, Auto>>(&ctl),
+        other => panic!("unknown role {other:?}"),
+    }
+}
