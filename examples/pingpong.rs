@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use common::{
     check, cnt_str, fill, parse_size, size_str, test_sizes, Call, Ctrl, Failure, Objects, PeerArgs,
-    Res, Setup, Sizes, Tool, Watch,
+    Res, Setup, Sizes, Tool, ToolProvider, Watch,
 };
 use fabric::info::ep_type_name;
 use fabric::prelude::*;
@@ -482,7 +482,7 @@ struct PingPong<'o> {
 impl Tool for PingPong<'_> {
     type Out = Perf;
 
-    fn side<P: Provider>(
+    fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
         watch: &Watch,

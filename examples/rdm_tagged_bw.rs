@@ -41,7 +41,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use common::{BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Res, Setup, Tool, Watch};
+use common::{
+    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Res, Setup, Tool, ToolProvider, Watch,
+};
 use fabric::prelude::*;
 
 /// Tag of the data messages.
@@ -244,7 +246,7 @@ impl<P: Provider> Run<'_, P> {
 impl Tool for TaggedBw<'_> {
     type Out = Perf;
 
-    fn side<P: Provider>(
+    fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
         watch: &Watch,

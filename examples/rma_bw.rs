@@ -46,7 +46,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{
-    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Res, Setup, Sizes, Tool, Watch,
+    BwArgs, BwOpts, Call, Ctrl, Failure, Objects, PeerArgs, Prov, Res, Setup, Sizes, Tool,
+    ToolProvider, Watch,
 };
 use fabric::prelude::*;
 
@@ -106,6 +107,10 @@ struct Args {
     /// operation: write|read|writedata|fadd (fadd: fetch-add of one u64)
     #[arg(short = 'o', value_name = "op", default_value = "write")]
     op: String,
+    /// target memory is a directly mapped shm segment: the initiator's process does the
+    /// copies and atomics, the target does nothing (shm only)
+    #[arg(long)]
+    direct: bool,
 }
 
 /// Validated options.
@@ -114,6 +119,7 @@ struct Opts {
     setup: Setup,
     bw: BwOpts,
     op: Op,
+    direct: bool,
 }
 
 impl Opts {
@@ -132,7 +138,20 @@ impl Opts {
                 }
             }
         }
-        Ok(Opts { setup, bw, op })
+        if a.direct && setup.prov != Prov::Shm {
+            return Err(Failure::usage("--direct needs -p shm"));
+        }
+        if a.direct && op == Op::WriteData {
+            return Err(Failure::usage(
+                "--direct with writedata: remote CQ data needs the target (use -o write)",
+            ));
+        }
+        Ok(Opts {
+            setup,
+            bw,
+            op,
+            direct: a.direct,
+        })
     }
 }
 
@@ -293,7 +312,7 @@ impl<P: Provider> Client<'_, P> {
 impl Tool for RmaBw<'_> {
     type Out = Perf;
 
-    fn side<P: Provider>(
+    fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
         watch: &Watch,
@@ -384,17 +403,22 @@ impl Tool for RmaBw<'_> {
                 })?;
             }
         } else {
-            let mr = o
-                .domain
-                .mr_reg(
-                    &mut target,
-                    &MrAttr {
-                        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
-                        requested_key: RMA_KEY,
-                        ..MrAttr::DEFAULT
-                    },
-                )
-                .call("fi_mr_reg")?;
+            let attr = MrAttr {
+                access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+                requested_key: RMA_KEY,
+                ..MrAttr::DEFAULT
+            };
+            let mut seg = None;
+            let direct;
+            let plain;
+            let mr: &MemoryRegion<'_, Stack<P>> = if self.opts.direct {
+                direct = P::direct_target(&o.domain, &mut seg, target.len(), &attr)?
+                    .ok_or_else(|| Failure::usage("--direct needs -p shm"))?;
+                &direct
+            } else {
+                plain = o.domain.mr_reg(&mut target, &attr).call("fi_mr_reg")?;
+                &plain
+            };
             ctrl.send_u64s(&[mr.remote_addr(), mr.key(), mr.len() as u64])?;
             for size in sizes {
                 if op == Op::FetchAdd {

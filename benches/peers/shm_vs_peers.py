@@ -150,6 +150,34 @@ def metrics():
         Spec("ucx", ["-t", "ucp_fadd", "-s", "8", "-n", "10000", "-w", "500", "-O", "1"],
              "overall_lat", {"UCX_TLS": UCX_SMALL}),
     ))
+    # Directly mapped regions (shm only): the target memory is a MappedSegment, the
+    # initiator stores and updates it itself and the operation completes at once,
+    # like UCX's posix put and fetch-add. Window 1: one target buffer, as in UCX's test.
+    if OURS_PROV == "shm":
+        out.append(Metric(
+            "direct_put_lat_8", "usec", True,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "-o", "write", "-S", "8",
+                          "-W", "1", "-I", "10000"], "usec_per_op"),
+            None,
+            Spec("ucx", ["-t", "ucp_put_bw", "-s", "8", "-n", "10000", "-w", "500", "-O", "1"],
+                 "overall_lat", {"UCX_TLS": UCX_SMALL}),
+        ))
+        out.append(Metric(
+            "direct_put_bw_1m", "MB/s", False,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "-o", "write", "-S", str(MIB),
+                          "-W", "1", "-I", "640"], "mb_per_sec"),
+            None,
+            Spec("ucx", ["-t", "ucp_put_bw", "-s", str(MIB), "-n", "640", "-w", "64", "-O", "64"],
+                 "overall_bw", {"UCX_TLS": UCX_LARGE}),
+        ))
+        out.append(Metric(
+            "direct_fadd_lat_8", "usec", True,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "-o", "fadd", "-S", "8",
+                          "-W", "1", "-I", "10000"], "usec_per_op"),
+            None,
+            Spec("ucx", ["-t", "ucp_fadd", "-s", "8", "-n", "10000", "-w", "500", "-O", "1"],
+                 "overall_lat", {"UCX_TLS": UCX_SMALL}),
+        ))
     return out
 
 
@@ -336,7 +364,14 @@ def ours_command(spec):
     cmd = [os.path.join(OURS_DIR, tool)]
     i = 0
     while i < len(args):
-        flag, value = args[i], args[i + 1]
+        flag = args[i]
+        if flag.startswith("--"):
+            # A long option is a switch (e.g. --direct): no value follows.
+            if not known or flag in known:
+                cmd.append(flag)
+            i += 1
+            continue
+        value = args[i + 1]
         if not known or flag in known:
             cmd += [flag, value]
         i += 2

@@ -757,7 +757,7 @@ pub trait Tool: Sync {
     type Out;
     /// Runs one side of the test with provider `P` on `Stack<P>`: `client` tells which.
     /// The client hands each result to `report`.
-    fn side<P: Provider>(
+    fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
         watch: &Watch,
@@ -792,6 +792,44 @@ impl PeerArgs {
     }
 }
 
+/// A provider the tools run on, with what only some providers offer.
+pub trait ToolProvider: Provider {
+    /// Registers `len` bytes of provider-allocated shared memory that peers on the host
+    /// read, write and update directly (shm's directly mapped regions, kept in `seg`), or
+    /// `None` where the provider has no such memory.
+    fn direct_target<'a>(
+        domain: &Domain<Stack<Self>>,
+        seg: &'a mut Option<fabric_shm::MappedSegment>,
+        len: usize,
+        attr: &MrAttr,
+    ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Self>>>>;
+}
+
+impl ToolProvider for Shm {
+    fn direct_target<'a>(
+        domain: &Domain<Stack<Shm>>,
+        seg: &'a mut Option<fabric_shm::MappedSegment>,
+        len: usize,
+        attr: &MrAttr,
+    ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Shm>>>> {
+        let seg = seg.insert(fabric_shm::MappedSegment::new(len).call("MappedSegment::new")?);
+        Ok(Some(
+            seg.register(domain, attr).call("MappedSegment::register")?,
+        ))
+    }
+}
+
+impl ToolProvider for Loopback {
+    fn direct_target<'a>(
+        _domain: &Domain<Stack<Loopback>>,
+        _seg: &'a mut Option<fabric_shm::MappedSegment>,
+        _len: usize,
+        _attr: &MrAttr,
+    ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Loopback>>>> {
+        Ok(None)
+    }
+}
+
 /// Runs `tool` as `setup` says; the client's results go to `report`. `child_args` are
 /// the arguments a [`Role::Pair`] run gives its server child (the tool's own
 /// arguments; the server options are appended).
@@ -808,7 +846,7 @@ pub fn run<T: Tool>(
 }
 
 /// [`run`] for one provider: `Stack<P>` all the way down.
-fn run_on<T: Tool, P: Provider>(
+fn run_on<T: Tool, P: ToolProvider>(
     tool: &T,
     setup: &Setup,
     child_args: &[OsString],
@@ -880,7 +918,7 @@ fn run_on<T: Tool, P: Provider>(
 }
 
 /// Both sides in this process, each on its own thread with its own objects.
-fn run_threads<T: Tool, P: Provider>(
+fn run_threads<T: Tool, P: ToolProvider>(
     tool: &T,
     spec: CtrlSpec,
     timeout: Option<Duration>,
