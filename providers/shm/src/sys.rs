@@ -356,11 +356,15 @@ mod tests {
 
     #[test]
     fn cma_roundtrip_on_self() {
-        assert!(cma_probe());
         let src = [7u8; 1000];
         let mut dst = [0u8; 1000];
-        cma_read(getpid(), src.as_ptr() as u64, &mut dst).unwrap();
-        assert_eq!(src, dst);
+        // Some kernels and sandboxes refuse cross-memory attach: then every read fails
+        // and the provider stages through files instead.
+        let works = cma_probe();
+        assert_eq!(cma_read(getpid(), src.as_ptr() as u64, &mut dst).is_ok(), works);
+        if works {
+            assert_eq!(src, dst);
+        }
         assert_eq!(cma_read(getpid(), 8, &mut dst[..8]), Err(Error::Io));
     }
 }

@@ -23,7 +23,8 @@ fn end(cma: bool) -> End {
         Geometry::new(4, 256).unwrap(),
         Tuning {
             inline_max: crate::INLINE_MAX,
-            cma,
+            // Where the kernel refuses cross-memory attach, both runs use the files.
+            cma: cma && crate::cma_enabled(),
         },
     )
     .unwrap();
