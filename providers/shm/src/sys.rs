@@ -361,7 +361,10 @@ mod tests {
         // Some kernels and sandboxes refuse cross-memory attach: then every read fails
         // and the provider stages through files instead.
         let works = cma_probe();
-        assert_eq!(cma_read(getpid(), src.as_ptr() as u64, &mut dst).is_ok(), works);
+        assert_eq!(
+            cma_read(getpid(), src.as_ptr() as u64, &mut dst).is_ok(),
+            works
+        );
         if works {
             assert_eq!(src, dst);
         }
