@@ -2,6 +2,7 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::domain::{WeakDomain, AUTO_IDLE};
@@ -16,6 +17,10 @@ struct SendWeak<S: Config>(WeakDomain<S>);
 // The generic code cannot name that fact as a bound, hence this assertion.
 unsafe impl<S: Config> Send for SendWeak<S> {}
 
+/// How long an idle progress thread keeps polling after its last work before it
+/// sleeps on the doorbell.
+const AUTO_SPIN: Duration = Duration::from_micros(50);
+
 /// Spawns the thread; it exits by itself once the domain is gone.
 pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
     let w = SendWeak(domain);
@@ -23,11 +28,19 @@ pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
         .name("fabric-progress".into())
         .spawn(move || {
             let w = w;
+            let mut last_work = Instant::now();
             loop {
                 let Some(d) = w.0.upgrade() else { break };
                 let token = d.doorbell.prepare();
                 let n = d.progress();
-                if n == 0 && !d.has_trig.load(Ordering::Acquire) {
+                if n != 0 || d.has_trig.load(Ordering::Acquire) {
+                    last_work = Instant::now();
+                } else if last_work.elapsed() < AUTO_SPIN {
+                    // Traffic tends to come in bursts, and a peer in another process
+                    // cannot ring our doorbell: keep polling a little before sleeping.
+                    drop(token);
+                    std::hint::spin_loop();
+                } else {
                     let _ = d.doorbell.wait(token, Some(AUTO_IDLE));
                 }
             }
