@@ -354,6 +354,108 @@ impl fmt::Display for Mismatch {
 
 impl std::error::Error for Mismatch {}
 
+/// What a provider whose transport carries the core protocol offers: every capability
+/// the core implements (messages, tagged, RMA, atomics, multi-receive, triggered
+/// operations, fences, RMA events, `FI_SOURCE`, directed receive, named receive
+/// contexts, shared AVs), strict ordering, resource management on, and the core's
+/// limits. Providers fill in their name, version, sizes and endpoint count.
+///
+/// ```
+/// use fabric::attr::EpType;
+/// let i = fabric::info::core_candidate("mine", 1 << 16, EpType::Rdm, 64, 1 << 20, 16);
+/// assert_eq!((i.fabric_attr.prov_name, i.tx_attr.inject_size), ("mine", 64));
+/// ```
+pub fn core_candidate(
+    prov: &'static str,
+    version: u32,
+    ep_type: EpType,
+    inject_size: usize,
+    max_msg_size: usize,
+    max_eps: usize,
+) -> Info {
+    let caps = Caps::MSG
+        | Caps::TAGGED
+        | Caps::RMA
+        | Caps::ATOMIC
+        | Caps::SEND
+        | Caps::RECV
+        | Caps::READ
+        | Caps::WRITE
+        | Caps::REMOTE_READ
+        | Caps::REMOTE_WRITE
+        | Caps::MULTI_RECV
+        | Caps::TRIGGER
+        | Caps::FENCE
+        | Caps::RMA_EVENT
+        | Caps::SOURCE
+        | Caps::DIRECTED_RECV
+        | Caps::NAMED_RX_CTX
+        | Caps::SHARED_AV
+        | Caps::LOCAL_COMM;
+    Info {
+        caps,
+        mode: Mode::empty(),
+        addr_format: AddrFormat::Proto,
+        src_addr: None,
+        dest_addr: None,
+        tx_attr: TxAttr {
+            caps,
+            msg_order: Order::STRICT,
+            comp_order: Order::STRICT,
+            inject_size,
+            size: 1024,
+            iov_limit: crate::mem::IOV_LIMIT,
+            rma_iov_limit: 1,
+            ..TxAttr::default()
+        },
+        rx_attr: RxAttr {
+            caps,
+            msg_order: Order::STRICT,
+            comp_order: Order::STRICT,
+            size: 1024,
+            iov_limit: crate::mem::IOV_LIMIT,
+            ..RxAttr::default()
+        },
+        ep_attr: EpAttr {
+            ep_type,
+            max_msg_size,
+            mem_tag_format: u64::MAX,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            max_order_raw_size: max_msg_size,
+            max_order_war_size: max_msg_size,
+            max_order_waw_size: max_msg_size,
+            ..EpAttr::default()
+        },
+        domain_attr: DomainAttr {
+            name: prov,
+            resource_mgmt: ResourceMgmt::Enabled,
+            mr_mode: MrMode::empty(),
+            mr_key_size: 8,
+            cq_data_size: 8,
+            cq_cnt: 1 << 16,
+            ep_cnt: max_eps,
+            tx_ctx_cnt: max_eps,
+            rx_ctx_cnt: max_eps,
+            max_ep_tx_ctx: 16,
+            max_ep_rx_ctx: 16,
+            max_ep_stx_ctx: 1,
+            max_ep_srx_ctx: 1,
+            cntr_cnt: 1 << 16,
+            mr_iov_limit: 4,
+            mr_cnt: 1 << 20,
+            caps: Caps::LOCAL_COMM,
+            ..DomainAttr::default()
+        },
+        fabric_attr: FabricAttr {
+            name: prov,
+            prov_name: prov,
+            prov_version: version,
+            api_version: (1 << 16) | 17,
+        },
+    }
+}
+
 /// Filters a provider's candidate infos by hints, returning the granted infos in the
 /// candidates' order (providers list their best option first), each adjusted to the hints.
 ///

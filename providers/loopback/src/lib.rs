@@ -33,10 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use fabric::attr::{
-    AddrFormat, DomainAttr, EpAttr, EpType, FabricAttr, ResourceMgmt, RxAttr, TxAttr,
-};
-use fabric::flags::{Caps, Mode, MrMode, Order};
+use fabric::attr::EpType;
 use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op};
 use fabric::{Error, Info, NoPull, Payload, Provider, Result, Transport};
@@ -263,87 +260,14 @@ impl Drop for LoopbackEp {
 }
 
 fn candidate(ep_type: EpType) -> Info {
-    let caps = Caps::MSG
-        | Caps::TAGGED
-        | Caps::RMA
-        | Caps::ATOMIC
-        | Caps::SEND
-        | Caps::RECV
-        | Caps::READ
-        | Caps::WRITE
-        | Caps::REMOTE_READ
-        | Caps::REMOTE_WRITE
-        | Caps::MULTI_RECV
-        | Caps::TRIGGER
-        | Caps::FENCE
-        | Caps::RMA_EVENT
-        | Caps::SOURCE
-        | Caps::DIRECTED_RECV
-        | Caps::NAMED_RX_CTX
-        | Caps::SHARED_AV
-        | Caps::LOCAL_COMM;
-    Info {
-        caps,
-        mode: Mode::empty(),
-        addr_format: AddrFormat::Proto,
-        src_addr: None,
-        dest_addr: None,
-        tx_attr: TxAttr {
-            caps,
-            msg_order: Order::STRICT,
-            comp_order: Order::STRICT,
-            inject_size: INJECT_SIZE,
-            size: 1024,
-            iov_limit: fabric::mem::IOV_LIMIT,
-            rma_iov_limit: 1,
-            ..TxAttr::default()
-        },
-        rx_attr: RxAttr {
-            caps,
-            msg_order: Order::STRICT,
-            comp_order: Order::STRICT,
-            size: 1024,
-            iov_limit: fabric::mem::IOV_LIMIT,
-            ..RxAttr::default()
-        },
-        ep_attr: EpAttr {
-            ep_type,
-            max_msg_size: MAX_MSG_SIZE,
-            mem_tag_format: u64::MAX,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            max_order_raw_size: MAX_MSG_SIZE,
-            max_order_war_size: MAX_MSG_SIZE,
-            max_order_waw_size: MAX_MSG_SIZE,
-            ..EpAttr::default()
-        },
-        domain_attr: DomainAttr {
-            name: "loopback",
-            resource_mgmt: ResourceMgmt::Enabled,
-            mr_mode: MrMode::empty(),
-            mr_key_size: 8,
-            cq_data_size: 8,
-            cq_cnt: 1 << 16,
-            ep_cnt: 1 << 16,
-            tx_ctx_cnt: 1 << 16,
-            rx_ctx_cnt: 1 << 16,
-            max_ep_tx_ctx: 16,
-            max_ep_rx_ctx: 16,
-            max_ep_stx_ctx: 1,
-            max_ep_srx_ctx: 1,
-            cntr_cnt: 1 << 16,
-            mr_iov_limit: 4,
-            mr_cnt: 1 << 20,
-            caps: Caps::LOCAL_COMM,
-            ..DomainAttr::default()
-        },
-        fabric_attr: FabricAttr {
-            name: "loopback",
-            prov_name: "loopback",
-            prov_version: Loopback::VERSION,
-            api_version: (1 << 16) | 17,
-        },
-    }
+    fabric::info::core_candidate(
+        "loopback",
+        Loopback::VERSION,
+        ep_type,
+        INJECT_SIZE,
+        MAX_MSG_SIZE,
+        1 << 16,
+    )
 }
 
 impl Provider for Loopback {
