@@ -8,17 +8,14 @@
 //! this binary as children (`child_entry`, ignored in normal runs), as
 //! tests/shm_multiprocess.rs does.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+mod shm_child;
+
 use std::time::{Duration, Instant};
 
 use fabric::atomic::{self, AtomicClass};
 use fabric::prelude::*;
 use fabric_shm::{DirectMr, MappedSegment, Shm};
-
-/// Longest any single wait may take before the test fails instead of hanging.
-const DEADLINE: Duration = Duration::from_secs(30);
+use shm_child::{hex, unhex, Ctl, Kid, DEADLINE, ROLE, STACK};
 
 // ---------------------------------------------------------------------------------
 // Nodes
@@ -665,58 +662,10 @@ fn concurrent_fetch_adds_in_process() {
     assert_eq!(u64_at(&mr, 8), 2 * N);
 }
 
-/// Latency of 8-byte writes to completion, direct and through the ring (the target
-/// progressed in the same thread), printed for the record (`cargo test --release
-/// --test shm_direct direct_write_latency -- --nocapture`).
-#[test]
-fn direct_write_latency_vs_ring() {
-    const KEY_DIRECT: u64 = 0xd8_0001;
-    const KEY_RING: u64 = 0xd8_0002;
-    let n: u32 = if cfg!(debug_assertions) {
-        10_000
-    } else {
-        100_000
-    };
-    let t = node::<Stack<Shm>>();
-    let i = node::<Stack<Shm>>();
-    let mut seg = MappedSegment::new(4096).unwrap();
-    let _direct = seg.register(&t.domain, &attr(RW, KEY_DIRECT, 0)).unwrap();
-    let mut plain = vec![0u8; 4096];
-    let _ring = t.domain.mr_reg(&mut plain, &attr(RW, KEY_RING, 0)).unwrap();
-    let peer = i.av.insert(&t.ep.name()).unwrap();
-    let mut e = [CqTaggedEntry::default(); 1];
-    let mut run = |key: u64, progress_target: bool| {
-        let start = Instant::now();
-        for k in 0..n {
-            i.ep.write(&u64::from(k).to_ne_bytes(), peer, 64, key, Context(1))
-                .unwrap();
-            loop {
-                if progress_target {
-                    t.domain.progress();
-                }
-                if i.cq.read(&mut e) == Ok(1) {
-                    break;
-                }
-                assert!(start.elapsed() < DEADLINE, "no completion in time");
-            }
-        }
-        start.elapsed().as_nanos() as f64 / f64::from(n)
-    };
-    let direct = run(KEY_DIRECT, false);
-    let ring = run(KEY_RING, true);
-    eprintln!(
-        "shm 8-byte write + completion, {n} in one process: direct {direct:.0} ns, ring {ring:.0} ns ({:.1}x)",
-        ring / direct
-    );
-    assert!(direct > 0.0 && ring > 0.0);
-}
-
 // ---------------------------------------------------------------------------------
 // Across processes: parent side
 // ---------------------------------------------------------------------------------
 
-const ROLE: &str = "FABRIC_SHM_DIRECT_ROLE";
-const STACK: &str = "FABRIC_SHM_DIRECT_STACK";
 const KEY_RW: u64 = 0xd9_0001;
 const KEY_RO: u64 = 0xd9_0002;
 const SEG_LEN: usize = 1 << 20;
@@ -724,103 +673,9 @@ const RO_LEN: usize = 4096;
 /// Where the concurrent fetch-adds go.
 const COUNTER: u64 = 4096;
 
-struct Kid {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
-
-impl Kid {
-    fn spawn(role: &str, stack: &str) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "child_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role)
-        .env(STACK, stack)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn child");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                // libtest may have printed "test child_entry ... " on the same line.
-                if let Some(at) = line.find("@@ ") {
-                    if tx.send(line[at + 3..].to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Kid {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    /// The next report, which must start with `word`; returns the rest.
-    #[track_caller]
-    fn expect(&self, word: &str) -> String {
-        let l = self
-            .lines
-            .recv_timeout(DEADLINE)
-            .expect("child reported nothing in time");
-        match l.strip_prefix(word) {
-            Some(rest) => rest.trim().to_string(),
-            None => panic!("child said {l:?}, expected {word}"),
-        }
-    }
-
-    fn say(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").expect("write to child");
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits for a clean exit.
-    #[track_caller]
-    fn finish(mut self) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "child failed: {st}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "child did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
 /// An initiator on `stack` connected to the target named `target`.
 fn initiator(stack: &str, target: &str) -> Kid {
-    let mut k = Kid::spawn("initiator", stack);
+    let mut k = Kid::spawn("initiator", stack, &[]);
     k.expect("NAME");
     k.say(&format!("PEER {target}"));
     k
@@ -837,7 +692,7 @@ fn peek(t: &mut Kid, off: u64, len: usize) -> Vec<u8> {
 /// segment, an operation on its key waits for the target, which rejects the key.
 #[test]
 fn direct_across_processes_without_target_progress() {
-    let mut t = Kid::spawn("target", "default");
+    let mut t = Kid::spawn("target", "default", &[]);
     let nt = t.expect("NAME");
     for (k, stack) in ["default", "safe", "safe_auto"].into_iter().enumerate() {
         let base = k as u64 * 65536;
@@ -882,7 +737,7 @@ fn direct_across_processes_without_target_progress() {
 /// progresses: the exact total, and each process sees its fetched values grow.
 #[test]
 fn concurrent_fetch_adds_across_processes() {
-    let mut t = Kid::spawn("target", "default");
+    let mut t = Kid::spawn("target", "default", &[]);
     let nt = t.expect("NAME");
     let mut a = initiator("default", &nt);
     let mut b = initiator("safe", &nt);
@@ -903,43 +758,6 @@ fn concurrent_fetch_adds_across_processes() {
 // ---------------------------------------------------------------------------------
 // Across processes: child side
 // ---------------------------------------------------------------------------------
-
-struct Ctl {
-    lines: Receiver<String>,
-}
-
-impl Ctl {
-    fn new() -> Ctl {
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Ctl { lines }
-    }
-
-    fn report(&self, s: &str) {
-        println!("@@ {s}");
-        std::io::stdout().flush().unwrap();
-    }
-
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(DEADLINE)
-            .expect("parent said nothing")
-    }
-
-    fn expect(&self, word: &str) -> String {
-        let l = self.line();
-        l.strip_prefix(word)
-            .unwrap_or_else(|| panic!("parent said {l:?}, expected {word}"))
-            .trim()
-            .to_string()
-    }
-}
 
 /// Publishes a read-write and a read-only segment and never progresses unless told
 /// (`SERVE`, until the next command). Commands: `PEEK off len`, `UNPUBLISH`, `SERVE`,
@@ -974,7 +792,7 @@ fn role_target(ctl: &Ctl) {
                 }
                 ["SERVE"] => loop {
                     n.domain.progress();
-                    if let Ok(l) = ctl.lines.try_recv() {
+                    if let Some(l) = ctl.try_line() {
                         pending = Some(l);
                         break;
                     }

@@ -7,114 +7,17 @@
 //! model, AV type), chosen with `FABRIC_SHM_STACK`; `FABRIC_SHM_CMA=0` in a child's
 //! environment forces the bounce-buffer path for its large payloads.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+mod shm_child;
+
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
 use fabric_shm::Shm;
-
-const ROLE: &str = "FABRIC_SHM_ROLE";
-const STACK: &str = "FABRIC_SHM_STACK";
-/// Longest any single wait may take before the test fails instead of hanging.
-const DEADLINE: Duration = Duration::from_secs(30);
+use shm_child::{hex, unhex, Ctl, Kid, DEADLINE, ROLE, STACK};
 
 // ---------------------------------------------------------------------------------
 // Parent side: spawning children and talking to them
 // ---------------------------------------------------------------------------------
-
-struct Kid {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
-
-impl Kid {
-    fn spawn(role: &str, stack: &str, env: &[(&str, &str)]) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "child_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role)
-        .env(STACK, stack)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn child");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                // libtest may have printed "test child_entry ... " on the same line.
-                if let Some(at) = line.find("@@ ") {
-                    if tx.send(line[at + 3..].to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Kid {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    /// The next line the child reports (without the "@@ " marker).
-    #[track_caller]
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(DEADLINE)
-            .expect("child reported nothing in time")
-    }
-
-    /// The next report, which must start with `word`; returns the rest.
-    #[track_caller]
-    fn expect(&self, word: &str) -> String {
-        let l = self.line();
-        match l.strip_prefix(word) {
-            Some(rest) => rest.trim().to_string(),
-            None => panic!("child said {l:?}, expected {word}"),
-        }
-    }
-
-    fn say(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").expect("write to child");
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits for a clean exit.
-    #[track_caller]
-    fn finish(mut self) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "child failed: {st}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "child did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// Runs roles `a` and `b` in two children on `stack`, relaying their names; both must
 /// succeed.
@@ -176,16 +79,6 @@ fn node<S: Config>() -> Node<S> {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
 /// One completion (or error entry) from `cq`, progressing while waiting.
 #[track_caller]
 fn next<S: Config>(n: &Node<S>) -> std::result::Result<CqTaggedEntry, CqErrEntry>
@@ -241,49 +134,11 @@ const SIZES: &[usize] = &[
 // Child side: roles
 // ---------------------------------------------------------------------------------
 
-struct Ctl {
-    lines: Receiver<String>,
-}
-
-impl Ctl {
-    fn new() -> Ctl {
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Ctl { lines }
-    }
-
-    fn report(&self, s: &str) {
-        println!("@@ {s}");
-        std::io::stdout().flush().unwrap();
-    }
-
-    fn expect(&self, word: &str) -> String {
-        let l = self
-            .lines
-            .recv_timeout(DEADLINE)
-            .expect("parent said nothing");
-        l.strip_prefix(word)
-            .unwrap_or_else(|| panic!("parent said {l:?}, expected {word}"))
-            .trim()
-            .to_string()
-    }
-
-    fn try_line(&self) -> Option<String> {
-        self.lines.try_recv().ok()
-    }
-
-    /// Exchanges names: reports ours, learns the peer's.
-    fn connect<S: Config>(&self, n: &Node<S>) -> FiAddr {
-        self.report(&format!("NAME {}", hex(&n.ep.name())));
-        let peer = unhex(&self.expect("PEER"));
-        n.av.insert(&peer).expect("av insert")
-    }
+/// Exchanges names with the parent: reports ours, learns the peer's.
+fn connect<S: Config>(ctl: &Ctl, n: &Node<S>) -> FiAddr {
+    ctl.report(&format!("NAME {}", hex(&n.ep.name())));
+    let peer = unhex(&ctl.expect("PEER"));
+    n.av.insert(&peer).expect("av insert")
 }
 
 /// Receives every message of [`SIZES`] (tagged and untagged, with and without remote
@@ -294,7 +149,7 @@ where
 {
     let mut buf = vec![0u8; 4 << 20];
     let n = node::<S>();
-    let peer = ctl.connect(&n);
+    let peer = connect(ctl, &n);
     for (i, &size) in SIZES.iter().enumerate() {
         for tagged in [false, true] {
             let tag = i as u64 * 2 + tagged as u64;
@@ -340,7 +195,7 @@ where
 {
     let mut buf = vec![0u8; 4 << 20];
     let n = node::<S>();
-    let peer = ctl.connect(&n);
+    let peer = connect(ctl, &n);
     for (i, &size) in SIZES.iter().enumerate() {
         for tagged in [false, true] {
             let tag = i as u64 * 2 + tagged as u64;
@@ -420,7 +275,7 @@ where
         .unwrap();
     mr_rw.bind_ep(&n.ep).ok();
     mr_ro.bind_ep(&n.ep).ok();
-    let _peer = ctl.connect(&n);
+    let _peer = connect(ctl, &n);
     loop {
         n.domain.progress();
         if let Some(l) = ctl.try_line() {
@@ -443,7 +298,7 @@ where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
     let n = node::<S>();
-    let peer = ctl.connect(&n);
+    let peer = connect(ctl, &n);
     let mut model = vec![0u8; RW_LEN];
     // Writes of every path, then reads of the same ranges.
     for (off, size) in [
@@ -568,7 +423,7 @@ where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
     let n = node::<S>();
-    let _peer = ctl.connect(&n);
+    let _peer = connect(ctl, &n);
     ctl.report("HOLDING");
     std::thread::sleep(DEADLINE * 2);
 }
@@ -579,7 +434,7 @@ where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
     let n = node::<S>();
-    let peer = ctl.connect(&n);
+    let peer = connect(ctl, &n);
     let mut again = 0u64;
     let mut reported = false;
     for i in 0..FLOOD {
