@@ -181,24 +181,27 @@ impl Stage {
         self.extent(1, len).map(|off| (s, Some(1), off))
     }
 
-    /// First fit in staging file `f`, avoiding extents in use.
+    /// First fit in staging file `f`, avoiding extents in use (no allocation: the
+    /// candidate moves past every extent it overlaps until none does).
     fn extent(&self, f: usize, len: usize) -> Option<usize> {
         let cap = self.files[f].as_ref()?.map.len();
-        let mut busy: Vec<(usize, usize)> = self
-            .slots
-            .iter()
-            .filter(|s| s.busy && s.file == Some(f))
-            .map(|s| (s.off, s.off + s.len))
-            .collect();
-        busy.sort_unstable();
         let mut at = 0usize;
-        for (b, e) in busy {
-            if b >= at + len {
-                break;
+        loop {
+            let end = at.checked_add(len)?;
+            if end > cap {
+                return None;
             }
-            at = at.max(e.next_multiple_of(64));
+            let clash = self
+                .slots
+                .iter()
+                .filter(|s| s.busy && s.file == Some(f) && s.off < end && at < s.off + s.len)
+                .map(|s| (s.off + s.len).next_multiple_of(64))
+                .max();
+            match clash {
+                Some(next) => at = next,
+                None => return Some(at),
+            }
         }
-        (at + len <= cap).then_some(at)
     }
 
     /// Waits, up to `linger`, until every staged payload was copied by its receiver

@@ -293,3 +293,37 @@ fn default_region_has_the_documented_size() {
     .unwrap();
     assert_eq!(e.region_bytes(), crate::DEFAULT_REGION_BYTES);
 }
+
+/// Responses too large for the ring that find the staging file full wait in the spill
+/// queue and go out staged once the receiver has copied the earlier ones.
+#[test]
+fn large_responses_spill_and_flush_staged() {
+    for cma in [true, false] {
+        let mut a = end(cma);
+        let mut b = end(cma);
+        let to_b = resolve(&b);
+        let body: Vec<u8> = (0..(1usize << 20)).map(|i| (i % 251) as u8).collect();
+        // Three 1 MiB responses: the 2.5 MiB near file holds two.
+        for req in 0..3u64 {
+            let h = Header {
+                op: Op::ReadResp as u8,
+                req,
+                len: body.len() as u64,
+                ..Header::default()
+            };
+            send(&mut a, &to_b, &h, &body).unwrap();
+        }
+        assert!(a.ep.backlog(), "cma={cma}");
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            got.extend(drain(&mut b));
+            a.ep.flush(&mut a.tx);
+            if got.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(got.iter().map(|g| g.0.req).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(got.iter().all(|g| g.2 == body), "cma={cma}");
+        assert!(!a.ep.backlog());
+    }
+}

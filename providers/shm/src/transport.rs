@@ -220,22 +220,48 @@ impl ShmTx {
 
     /// Retries spilled responses of every channel, oldest first.
     fn flush_spills(&mut self) {
-        let inline_max = self.shared.tuning.inline_max;
         let mut left = false;
-        for ch in &mut self.chans {
-            while let Some((hdr, body)) = ch.spill.pop_front() {
-                match write_packet(ch, &hdr, &[&body], inline_max, 0, None) {
+        for i in 0..self.chans.len() {
+            while let Some((hdr, body)) = self.chans[i].spill.pop_front() {
+                match self.put(i, &hdr, &[&body], body.len(), 0) {
                     Ok(()) => {}
-                    Err(_) if ch.peer.known_dead() => ch.spill.clear(),
+                    Err(_) if self.chans[i].peer.known_dead() => self.chans[i].spill.clear(),
                     Err(_) => {
-                        ch.spill.push_front((hdr, body));
+                        self.chans[i].spill.push_front((hdr, body));
                         break;
                     }
                 }
             }
-            left |= !ch.spill.is_empty();
+            left |= !self.chans[i].spill.is_empty();
         }
         self.shared.spilled.store(left, Ordering::Relaxed);
+    }
+
+    /// Writes one packet of `len` payload bytes into channel `i`: in the ring when it
+    /// fits [`Tuning::inline_max`], else staged with a descriptor in the ring.
+    #[inline]
+    fn put(
+        &mut self,
+        i: usize,
+        hdr: &Header,
+        parts: &[&[u8]],
+        len: usize,
+        reserve: u64,
+    ) -> Result<()> {
+        if len <= self.shared.tuning.inline_max {
+            return write_packet(&mut self.chans[i], hdr, parts, len, reserve, None);
+        }
+        let stage = self.stage.as_mut().ok_or(Error::NoMem)?;
+        let d = stage.stage(&self.shared.region, &self.chans[i].peer, parts, len)?;
+        let r = write_packet(&mut self.chans[i], hdr, parts, len, reserve, Some(&d));
+        if r.is_err() {
+            // Not sent: the slot goes back as if released.
+            self.shared
+                .region
+                .release(d.slot as usize)
+                .store(d.gen, Ordering::Release);
+        }
+        r
     }
 }
 
@@ -256,22 +282,18 @@ impl Drop for ShmTx {
     }
 }
 
-/// Writes one packet into `ch` if it fits with `reserve` cells to spare. `desc` makes
-/// it a large packet (payload staged, `parts` unused).
+/// Writes one packet into `ch` if it fits with `reserve` cells to spare: `parts`
+/// (`len` bytes, at most the inline limit) in the ring, or, with `desc`, the
+/// descriptor of a staged payload (`parts` unused).
 #[inline]
 fn write_packet(
     ch: &mut TxChan,
     hdr: &Header,
     parts: &[&[u8]],
-    inline_max: usize,
+    len: usize,
     reserve: u64,
     desc: Option<&cell::Desc>,
 ) -> Result<()> {
-    let len: usize = if desc.is_some() {
-        0
-    } else {
-        parts.iter().map(|p| p.len()).sum()
-    };
     let compact = desc.is_none() && cell::compact_ok(hdr, len);
     let data = hdr.flags & fabric::wire::HDR_REMOTE_CQ_DATA != 0;
     let bytes = if compact {
@@ -279,9 +301,6 @@ fn write_packet(
     } else if desc.is_some() {
         cell::BODY_OFF + cell::DESC_LEN
     } else {
-        if len > inline_max {
-            return Err(Error::MsgSize);
-        }
         cell::BODY_OFF + len
     };
     let need = cell::cells_for(bytes) as u64;
@@ -396,7 +415,6 @@ impl Transport for ShmEp {
         }
         let i = tx.channel(to)?;
         let response = is_response(hdr.op);
-        let inline_max = self.shared.tuning.inline_max;
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let cells = tx.chans[i].cells;
         let ch = &mut tx.chans[i];
@@ -416,34 +434,7 @@ impl Transport for ShmEp {
             t.map.insert((hdr.tx_idx, hdr.req), (to.name.nonce, op));
             self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
         }
-        let res = if len <= inline_max {
-            write_packet(ch, hdr, payload, inline_max, reserve, None)
-        } else {
-            match tx.stage.as_mut() {
-                None => Err(Error::NoMem),
-                Some(stage) => match stage.stage(&self.shared.region, to, payload, len) {
-                    Err(e) => Err(e),
-                    Ok(d) => {
-                        let r = write_packet(
-                            &mut tx.chans[i],
-                            hdr,
-                            payload,
-                            inline_max,
-                            reserve,
-                            Some(&d),
-                        );
-                        if r.is_err() {
-                            // Not sent: the slot goes back as if released.
-                            self.shared
-                                .region
-                                .release(d.slot as usize)
-                                .store(d.gen, Ordering::Release);
-                        }
-                        r
-                    }
-                },
-            }
-        };
+        let res = tx.put(i, hdr, payload, len, reserve);
         let res = match res {
             Err(Error::Again) if response => {
                 tx.chans[i].spill.push_back((*hdr, payload.concat()));
