@@ -173,7 +173,7 @@ impl<P: Provider> Run<'_, P> {
                     pending += 1;
                 }
             }
-            common::wait_n::<P>(&self.o.txcq, self.watch, pending, "send")?;
+            common::wait_n::<P>(&self.o.txcq, self.watch, &mut entries, pending, "send")?;
             common::wait_one::<P>(&self.o.rxcq, self.watch, "acknowledgement")?;
             sent += w;
             let acked = u64::from_le_bytes(*ack);

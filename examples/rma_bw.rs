@@ -300,7 +300,13 @@ impl<P: Provider> Client<'_, P> {
             self.post(size, slot, i as u64, src, dst, &mut win)?;
             slot += 1;
             if slot == self.window || i + 1 == total {
-                common::wait_n::<P>(&self.o.txcq, self.watch, win.pending, "RMA")?;
+                common::wait_n::<P>(
+                    &self.o.txcq,
+                    self.watch,
+                    &mut win.entries,
+                    win.pending,
+                    "RMA",
+                )?;
                 win.pending = 0;
                 slot = 0;
             }

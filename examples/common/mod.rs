@@ -714,13 +714,20 @@ pub fn wait_one<P: Provider>(cq: &Cq<Stack<P>>, watch: &Watch, what: &str) -> Re
     }
 }
 
-/// Busy-polls `cq` until `n` completions have been read.
+/// Busy-polls `cq` until `n` completions have been read, reading them into `e` (the
+/// caller's buffer, reused so that a short wait costs no initialisation of a fresh one).
 #[inline]
-pub fn wait_n<P: Provider>(cq: &Cq<Stack<P>>, watch: &Watch, n: usize, what: &str) -> Res<()> {
-    let mut e = [CqTaggedEntry::default(); 64];
+pub fn wait_n<P: Provider>(
+    cq: &Cq<Stack<P>>,
+    watch: &Watch,
+    e: &mut [CqTaggedEntry],
+    n: usize,
+    what: &str,
+) -> Res<()> {
+    let room = e.len();
     let mut got = 0;
     while got < n {
-        let k = read_cq::<P>(cq, &mut e[..(n - got).min(64)], what)?;
+        let k = read_cq::<P>(cq, &mut e[..(n - got).min(room)], what)?;
         if k == 0 {
             watch.idle()?;
         } else {
