@@ -31,9 +31,12 @@
 //! (server), or neither: a self-contained run, two processes on shm (the tool starts
 //! itself as the server), two threads on loopback or with `--threads`.
 //!
-//! Differences from `fi_rma_bw`: every write is a completed `fi_write` (no
+//! Differences from `fi_rma_bw`: a write is a completed `fi_write` (no
 //! `fi_inject_write` for small sizes, whose missing completion would time only the
-//! posting), and only the client prints.
+//! posting), except with `--direct`: there a write of less than `inject_size` bytes is an
+//! `fi_inject_write`, which has stored the data in the target's memory when it returns
+//! (the put of UCX's `ucp_put_bw` completes the same way, in place). Only the client
+//! prints.
 
 #[allow(dead_code)]
 #[path = "common/mod.rs"]
@@ -209,6 +212,8 @@ struct Client<'a, P: Provider> {
     remote: Remote,
     op: Op,
     window: usize,
+    /// Writes shorter than this are injected (`--direct`: complete when posted); 0: none.
+    inject_below: usize,
 }
 
 impl<P: Provider> Client<'_, P> {
@@ -227,7 +232,9 @@ impl<P: Provider> Client<'_, P> {
         let addr = self.remote.addr + (slot * size) as u64;
         let ctx = Context(slot);
         let one = 1u64.to_le_bytes();
+        let inject = self.op == Op::Write && size < self.inject_below;
         let name = match self.op {
+            Op::Write if inject => "fi_inject_write",
             Op::Write => "fi_write",
             Op::Read => "fi_read",
             Op::WriteData => "fi_writedata",
@@ -240,6 +247,7 @@ impl<P: Provider> Client<'_, P> {
             self.watch,
             name,
             || match self.op {
+                Op::Write if inject => ep.inject_write(src, peer, addr, key),
                 Op::Write => ep.write(src, peer, addr, key, ctx),
                 Op::WriteData => ep.writedata(src, seq, peer, addr, key, ctx),
                 // SAFETY: `ptr`/`len` are slot `slot` of the caller's result buffer,
@@ -274,7 +282,9 @@ impl<P: Provider> Client<'_, P> {
                 Ok(())
             },
         )?;
-        win.pending += 1;
+        if !inject {
+            win.pending += 1;
+        }
         Ok(())
     }
 
@@ -377,6 +387,11 @@ impl Tool for RmaBw<'_> {
                 remote,
                 op,
                 window: bw.window,
+                inject_below: if self.opts.direct {
+                    info.tx_attr.inject_size
+                } else {
+                    0
+                },
             };
             for size in sizes {
                 let total = bw.warmup + bw.iterations_for(size);

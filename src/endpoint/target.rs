@@ -205,7 +205,17 @@ impl<S: Config> EpInner<S> {
             (_, AtomicOp::AtomicRead) => MrAccess::REMOTE_READ,
             _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
         };
-        let mut old = [0u8; crate::domain::MAX_ATOMIC_SIZE];
+        // The fetched old value: one or a few elements almost always, so a small buffer
+        // serves them and the 4 KiB one is zeroed only for the rare long vector (zeroing
+        // it for every atomic cost more than the whole operation).
+        let mut small = [0u8; 64];
+        let mut large;
+        let old: &mut [u8] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
+            &mut large[..n]
+        };
         let res = self.domain.mr.with(|t| {
             let (mut chunks, user) = t.check(hdr.key, hdr.addr, n, access)?;
             self.bound_here(user)?;
@@ -216,7 +226,7 @@ impl<S: Config> EpInner<S> {
             }
             // SAFETY: checked, live, exclusively accessed under the table lock.
             let target = unsafe { mem::region_mut(c.addr, c.len) };
-            let fetch_buf = if fetch { Some(&mut old[..n]) } else { None };
+            let fetch_buf = if fetch { Some(&mut *old) } else { None };
             atomic::apply(class, op, dt, target, operand, compare, fetch_buf)?;
             Ok(user
                 .cntr
@@ -235,7 +245,7 @@ impl<S: Config> EpInner<S> {
                 } else if let Some(c) = cntr_w {
                     c.inc();
                 }
-                let out: &[&[u8]] = if fetch { &[&old[..n]] } else { &[] };
+                let out: &[&[u8]] = if fetch { &[&*old] } else { &[] };
                 self.reply(hdr, src_name, resp, 0, out);
             }
             Err(e) => fail(e),

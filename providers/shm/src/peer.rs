@@ -2,12 +2,13 @@
 //! process so every endpoint talking to it shares one mapping, plus what tells
 //! whether the peer is still there.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::waitobj::Waiter;
 use fabric::{Error, Result};
+use rustc_hash::FxHashMap;
 
 use crate::direct::PeerDir;
 use crate::name::{Name, NAME_LEN};
@@ -72,16 +73,16 @@ impl PeerRegion {
     }
 }
 
-fn peers() -> MutexGuard<'static, HashMap<u64, Arc<PeerRegion>>> {
-    static PEERS: OnceLock<Mutex<HashMap<u64, Arc<PeerRegion>>>> = OnceLock::new();
+fn peers() -> MutexGuard<'static, FxHashMap<u64, Arc<PeerRegion>>> {
+    static PEERS: OnceLock<Mutex<FxHashMap<u64, Arc<PeerRegion>>>> = OnceLock::new();
     PEERS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner())
 }
 
-fn locals() -> MutexGuard<'static, HashMap<u64, Weak<Local>>> {
-    static LOCALS: OnceLock<Mutex<HashMap<u64, Weak<Local>>>> = OnceLock::new();
+fn locals() -> MutexGuard<'static, FxHashMap<u64, Weak<Local>>> {
+    static LOCALS: OnceLock<Mutex<FxHashMap<u64, Weak<Local>>>> = OnceLock::new();
     LOCALS
         .get_or_init(Default::default)
         .lock()
@@ -99,9 +100,35 @@ pub fn unregister_local(nonce: u64) {
     peers().remove(&nonce);
 }
 
+thread_local! {
+    /// The peer this thread resolved last. A target answers the same initiator over and
+    /// over (every response resolves its requester's address), and this skips the
+    /// process-wide lock and table for it. It holds at most one mapping per thread, and
+    /// is passed over once the peer is known dead or closed its endpoint.
+    static LAST: RefCell<Option<Arc<PeerRegion>>> = const { RefCell::new(None) };
+}
+
 /// Resolves a peer address, mapping its region on first use.
+#[inline]
 pub fn resolve(raw: &[u8]) -> Result<Arc<PeerRegion>> {
     let name = Name::decode(raw)?;
+    let hit = LAST.with_borrow(|last| {
+        last.as_ref()
+            .filter(|p| p.name == name && !p.known_dead() && !p.region.closed())
+            .cloned()
+    });
+    match hit {
+        Some(p) => Ok(p),
+        None => {
+            let p = resolve_shared(name)?;
+            LAST.set(Some(p.clone()));
+            Ok(p)
+        }
+    }
+}
+
+/// [`resolve`] through the process-wide table.
+fn resolve_shared(name: Name) -> Result<Arc<PeerRegion>> {
     {
         let map = peers();
         if let Some(p) = map.get(&name.nonce) {

@@ -11,7 +11,7 @@
 //! for responses, which are never refused: past it they wait in a private spill queue
 //! that every later send and every progress call retries first, in order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use fabric::provider::Direct;
 use fabric::waitobj::Waiter;
 use fabric::wire::{Header, Op, HDR_ACK};
 use fabric::{Error, Payload, Result, Transport};
+use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
 use crate::cell::{self, Parsed};
@@ -48,7 +49,7 @@ pub struct Tuning {
 /// peer they went to and the response op, so a dead peer's share can be failed.
 #[derive(Default)]
 struct Track {
-    map: HashMap<(u16, u64), (u64, Op)>,
+    map: FxHashMap<(u16, u64), (u64, Op)>,
 }
 
 /// State shared by an endpoint's transport, sender and receiver.
@@ -95,7 +96,7 @@ impl ShmEp {
                 local,
                 tuning,
                 track: Mutex::new(Track {
-                    map: HashMap::with_capacity(1024),
+                    map: FxHashMap::with_capacity_and_hasher(1024, Default::default()),
                 }),
                 tracked: AtomicUsize::new(0),
                 spilled: AtomicBool::new(false),
@@ -122,7 +123,7 @@ struct TxChan {
 pub struct ShmTx {
     shared: Arc<EpShared>,
     chans: Vec<TxChan>,
-    index: HashMap<u64, usize>,
+    index: FxHashMap<u64, usize>,
     last: usize,
     stage: Option<Stage>,
     direct: TxDirect,
@@ -379,7 +380,7 @@ impl Transport for ShmEp {
         ShmTx {
             shared: self.shared.clone(),
             chans: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             last: 0,
             stage,
             direct: TxDirect::default(),
