@@ -114,6 +114,11 @@ struct Args {
     /// copies and atomics, the target does nothing (shm only)
     #[arg(long)]
     direct: bool,
+    /// with --direct: the client attaches the server's segment once
+    /// (fabric_shm::RemoteKey, like UCX's unpacked rkey) and puts, gets and fetch-adds
+    /// through it instead of through the endpoint
+    #[arg(long)]
+    rkey: bool,
 }
 
 /// Validated options.
@@ -123,6 +128,7 @@ struct Opts {
     bw: BwOpts,
     op: Op,
     direct: bool,
+    rkey: bool,
 }
 
 impl Opts {
@@ -149,11 +155,15 @@ impl Opts {
                 "--direct with writedata: remote CQ data needs the target (use -o write)",
             ));
         }
+        if a.rkey && !a.direct {
+            return Err(Failure::usage("--rkey needs --direct"));
+        }
         Ok(Opts {
             setup,
             bw,
             op,
             direct: a.direct,
+            rkey: a.rkey,
         })
     }
 }
@@ -214,6 +224,8 @@ struct Client<'a, P: Provider> {
     window: usize,
     /// Writes shorter than this are injected (`--direct`: complete when posted); 0: none.
     inject_below: usize,
+    /// `--rkey`: the server's segment, attached; operations go through it.
+    rkey: Option<fabric_shm::RemoteKey>,
 }
 
 impl<P: Provider> Client<'_, P> {
@@ -230,6 +242,19 @@ impl<P: Provider> Client<'_, P> {
     ) -> Res<()> {
         let (ep, peer, key) = (&self.o.ep, self.peer, self.remote.key);
         let addr = self.remote.addr + (slot * size) as u64;
+        if let Some(rk) = &self.rkey {
+            // Complete when they return: nothing to wait for.
+            let out = &mut *dst[slot];
+            return match self.op {
+                Op::Write => rk.put(addr, src),
+                Op::Read => rk.get(addr, out),
+                Op::FetchAdd => rk
+                    .fetch_add_u64(self.remote.addr, 1)
+                    .map(|old| out.copy_from_slice(&old.to_le_bytes())),
+                Op::WriteData => Err(Error::NoSys),
+            }
+            .call("RemoteKey");
+        }
         let ctx = Context(slot);
         let one = 1u64.to_le_bytes();
         let inject = self.op == Op::Write && size < self.inject_below;
@@ -392,6 +417,12 @@ impl Tool for RmaBw<'_> {
                 } else {
                     0
                 },
+                rkey: if self.opts.rkey {
+                    let name = o.av.lookup(peer).call("fi_av_lookup")?;
+                    P::attach(&name, key)?
+                } else {
+                    None
+                },
             };
             for size in sizes {
                 let total = bw.warmup + bw.iterations_for(size);
@@ -435,6 +466,9 @@ impl Tool for RmaBw<'_> {
             let mr: &MemoryRegion<'_, Stack<P>> = if self.opts.direct {
                 direct = P::direct_target(&o.domain, &mut seg, target.len(), &attr)?
                     .ok_or_else(|| Failure::usage("--direct needs -p shm"))?;
+                // The segment is fresh memory: give it the pattern reads are checked
+                // against, as `target` has.
+                direct.write(0, &target).call("fi_mr write")?;
                 &direct
             } else {
                 plain = o.domain.mr_reg(&mut target, &attr).call("fi_mr_reg")?;

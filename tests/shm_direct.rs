@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fabric::atomic::{self, AtomicClass};
 use fabric::prelude::*;
-use fabric_shm::{DirectMr, MappedSegment, Shm};
+use fabric_shm::{DirectMr, MappedSegment, RemoteKey, Shm};
 use shm_child::{hex, unhex, Ctl, Kid, DEADLINE, ROLE, STACK};
 
 // ---------------------------------------------------------------------------------
@@ -445,6 +445,91 @@ fn withdrawn_segments_are_not_accessed() {
     );
 }
 
+/// An attached remote key ([`RemoteKey`]): puts, gets and atomics straight into the
+/// target's segment with the target never progressing; the target's checks fail at once
+/// with its errors and change nothing; after the owner drops the registration the key
+/// refuses every operation.
+#[test]
+fn remote_key_ops_checks_and_withdrawal() {
+    const KEY: u64 = 0xd5_0001;
+    const KEY_RO: u64 = 0xd5_0002;
+    let t = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mut ro = MappedSegment::new(64).unwrap();
+    ro.as_mut_slice().copy_from_slice(&pattern(64, 3));
+    let ro_mr = ro
+        .register(&t.domain, &attr(MrAccess::REMOTE_READ, KEY_RO, 0x1000))
+        .unwrap();
+    {
+        let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+        let rk = RemoteKey::attach(&t.ep.name(), KEY).unwrap();
+        assert_eq!((rk.base(), rk.len()), (0, 4096));
+        rk.put(64, &pattern(100, 9)).unwrap();
+        let mut back = vec![0u8; 100];
+        rk.get(64, &mut back).unwrap();
+        assert_eq!(back, pattern(100, 9));
+        assert_eq!(rk.fetch_add_u64(8, 5).unwrap(), 0);
+        assert_eq!(rk.fetch_add_u64(8, 2).unwrap(), 5);
+        assert_eq!(
+            rk.compare_swap_u64(8, 6, 100).unwrap(),
+            7,
+            "mismatch: no swap"
+        );
+        assert_eq!(rk.compare_swap_u64(8, 7, 100).unwrap(), 7);
+        assert_eq!(u64_at(&mr, 8), 100);
+        // The target's checks, at once, and nothing written.
+        let before = seg_bytes(&mr);
+        assert_eq!(rk.put(4090, &[1; 7]), Err(Error::Fault));
+        assert_eq!(rk.put(u64::MAX - 2, &[1; 8]), Err(Error::Fault));
+        assert_eq!(rk.get(4096, &mut [0; 1]), Err(Error::Fault));
+        assert_eq!(rk.fetch_add_u64(4092, 1), Err(Error::Fault));
+        assert_eq!(
+            rk.fetch_add_u64(12, 1),
+            Err(Error::Inval),
+            "unaligned atomic"
+        );
+        assert_eq!(seg_bytes(&mr), before);
+        let rok = RemoteKey::attach(&t.ep.name(), KEY_RO).unwrap();
+        let mut b = [0u8; 16];
+        rok.get(0x1000 + 16, &mut b).unwrap();
+        assert_eq!(b[..], pattern(64, 3)[16..32]);
+        assert_eq!(rok.put(0x1000, &[0; 8]), Err(Error::Access));
+        assert_eq!(rok.fetch_add_u64(0x1000, 1), Err(Error::Access));
+        let mut ro_now = [0u8; 64];
+        ro_mr.mr().read(0, &mut ro_now).unwrap();
+        assert_eq!(ro_now[..], pattern(64, 3)[..]);
+        assert_eq!(
+            RemoteKey::attach(&t.ep.name(), 0xd5_0003).err(),
+            Some(Error::NoKey)
+        );
+        assert_eq!(
+            RemoteKey::attach(&[7u8; 3], KEY)
+                .err()
+                .map(|e| e != Error::NoKey),
+            Some(true),
+            "a malformed address is refused"
+        );
+        drop(mr);
+        assert_eq!(rk.put(64, &[0xee; 8]), Err(Error::NoKey));
+        assert_eq!(rk.fetch_add_u64(8, 1), Err(Error::NoKey));
+    }
+    assert_eq!(
+        seg.as_slice()[64..164],
+        pattern(100, 9)[..],
+        "nothing after withdrawal"
+    );
+    assert_eq!(seg.as_slice()[8..16], 100u64.to_ne_bytes());
+    // The target never progressed: everything above was done by this side.
+    assert_eq!(t.domain.progress(), 0);
+}
+
+/// All data bytes of a published segment, read through the registration.
+fn seg_bytes<S: Config>(mr: &DirectMr<'_, S>) -> Vec<u8> {
+    let mut b = vec![0u8; 4096];
+    mr.mr().read(0, &mut b).unwrap();
+    b
+}
+
 /// A direct operation posted while ring-path operations are in flight waits for them
 /// (it would otherwise overtake them): completions and memory keep the posting order.
 #[test]
@@ -733,6 +818,32 @@ fn direct_across_processes_without_target_progress() {
     t.finish();
 }
 
+/// Attached remote keys across processes: the target never progresses; data, atomics
+/// and the refused operations as through the endpoint; a withdrawn key no longer
+/// attaches.
+#[test]
+fn remote_key_across_processes() {
+    let mut t = Kid::spawn("target", "default", &[]);
+    let nt = t.expect("NAME");
+    let base = 3 * 65536;
+    let mut i = initiator("default", &nt);
+    i.say(&format!("RKEY {base}"));
+    i.expect("DONE");
+    let words = peek(&mut t, base, 16);
+    assert_eq!(words[..8], 10u64.to_ne_bytes(), "fetch-adds");
+    assert_eq!(words[8..], 0xabcu64.to_ne_bytes(), "compare-swap");
+    assert_eq!(peek(&mut t, base + 64, 16), pattern(16, base + 1), "put");
+    assert_eq!(peek(&mut t, SEG_LEN as u64 - 8, 8), [0; 8], "refused put");
+    t.say("UNPUBLISH");
+    t.expect("OK");
+    i.say("RKEY_AFTER");
+    i.expect("DONE");
+    i.say("BYE");
+    i.finish();
+    t.say("BYE");
+    t.finish();
+}
+
 /// Two processes doing 10000 fetch-adds each on the same word of a third, which never
 /// progresses: the exact total, and each process sees its fetched values grow.
 #[test]
@@ -813,7 +924,8 @@ where
 {
     let n = node::<S>();
     ctl.report(&format!("NAME {}", hex(&n.ep.name())));
-    let peer = n.av.insert(&unhex(&ctl.expect("PEER"))).unwrap();
+    let target = unhex(&ctl.expect("PEER"));
+    let peer = n.av.insert(&target).unwrap();
     // Auto progress completes on its own thread: wait briefly for "at once" there.
     let auto = <S::Progress as fabric::config::Progress>::AUTO;
     let done = |n: &Node<S>| if auto { next(n) } else { now(n) };
@@ -953,6 +1065,28 @@ where
                 ctl.report("WAITING");
                 let e = next(&n).expect_err("withdrawn key");
                 assert_eq!((e.context, e.err), (Context(9), Error::KeyRejected));
+                ctl.report("DONE");
+            }
+            ["RKEY", base] => {
+                // The same operations through an attached key: no endpoint involved.
+                let base: u64 = base.parse().unwrap();
+                let rk = RemoteKey::attach(&target, KEY_RW).unwrap();
+                rk.put(base + 64, &pattern(16, base + 1)).unwrap();
+                let mut back = [0u8; 16];
+                rk.get(base + 64, &mut back).unwrap();
+                assert_eq!(back[..], pattern(16, base + 1)[..]);
+                for k in 0..10 {
+                    assert_eq!(rk.fetch_add_u64(base, 1).unwrap(), k);
+                }
+                assert_eq!(rk.compare_swap_u64(base + 8, 0, 0xabc).unwrap(), 0);
+                assert_eq!(rk.put(SEG_LEN as u64 - 4, &[1; 8]), Err(Error::Fault));
+                let ro = RemoteKey::attach(&target, KEY_RO).unwrap();
+                assert_eq!(ro.put(0, &[1; 8]), Err(Error::Access));
+                ctl.report("DONE");
+            }
+            ["RKEY_AFTER"] => {
+                let rk = RemoteKey::attach(&target, KEY_RW);
+                assert_eq!(rk.err(), Some(Error::NoKey), "withdrawn key still attaches");
                 ctl.report("DONE");
             }
             ["BYE"] => break,

@@ -170,6 +170,32 @@ def metrics():
             Spec("ucx", ["-t", "ucp_put_bw", "-s", str(MIB), "-n", "640", "-w", "64", "-O", "64"],
                  "overall_bw", {"UCX_TLS": UCX_LARGE}),
         ))
+        # The same through an attached remote key (fabric_shm::RemoteKey, --rkey): the
+        # segment resolved once, like the rkey UCX unpacks before its puts.
+        out.append(Metric(
+            "rkey_put_lat_8", "usec", True,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "--rkey", "-o", "write",
+                          "-S", "8", "-W", "1", "-I", "100000"], "usec_per_op"),
+            None,
+            Spec("ucx", ["-t", "ucp_put_bw", "-s", "8", "-n", "100000", "-w", "500", "-O", "1"],
+                 "overall_lat", {"UCX_TLS": UCX_SMALL}),
+        ))
+        out.append(Metric(
+            "rkey_put_bw_1m", "MB/s", False,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "--rkey", "-o", "write",
+                          "-S", str(MIB), "-W", "1", "-I", "640"], "mb_per_sec"),
+            None,
+            Spec("ucx", ["-t", "ucp_put_bw", "-s", str(MIB), "-n", "640", "-w", "64", "-O", "64"],
+                 "overall_bw", {"UCX_TLS": UCX_LARGE}),
+        ))
+        out.append(Metric(
+            "rkey_fadd_lat_8", "usec", True,
+            Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "--rkey", "-o", "fadd",
+                          "-S", "8", "-W", "1", "-I", "100000"], "usec_per_op"),
+            None,
+            Spec("ucx", ["-t", "ucp_fadd", "-s", "8", "-n", "100000", "-w", "500", "-O", "1"],
+                 "overall_lat", {"UCX_TLS": UCX_SMALL}),
+        ))
         out.append(Metric(
             "direct_fadd_lat_8", "usec", True,
             Spec("ours", ["rma_bw", "-p", OURS_PROV, "--direct", "-o", "fadd", "-S", "8",

@@ -810,6 +810,10 @@ pub trait ToolProvider: Provider {
         len: usize,
         attr: &MrAttr,
     ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Self>>>>;
+
+    /// Attaches the directly mapped region that the peer endpoint `name` registered
+    /// under `key` ([`fabric_shm::RemoteKey`]), or `None` where the provider has none.
+    fn attach(name: &[u8], key: u64) -> Res<Option<fabric_shm::RemoteKey>>;
 }
 
 impl ToolProvider for Shm {
@@ -824,6 +828,12 @@ impl ToolProvider for Shm {
             seg.register(domain, attr).call("MappedSegment::register")?,
         ))
     }
+
+    fn attach(name: &[u8], key: u64) -> Res<Option<fabric_shm::RemoteKey>> {
+        Ok(Some(
+            fabric_shm::RemoteKey::attach(name, key).call("RemoteKey::attach")?,
+        ))
+    }
 }
 
 impl ToolProvider for Loopback {
@@ -833,6 +843,10 @@ impl ToolProvider for Loopback {
         _len: usize,
         _attr: &MrAttr,
     ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Loopback>>>> {
+        Ok(None)
+    }
+
+    fn attach(_name: &[u8], _key: u64) -> Res<Option<fabric_shm::RemoteKey>> {
         Ok(None)
     }
 }

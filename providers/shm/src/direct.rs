@@ -99,7 +99,7 @@ fn peer_dir(to: &PeerRegion) -> Option<&Arc<PeerDir>> {
 }
 
 /// A published segment as a sender caches it.
-struct Target {
+pub(crate) struct Target {
     dir: Arc<PeerDir>,
     slot: usize,
     /// The entry's state word when cached: any change invalidates the rest.
@@ -107,7 +107,7 @@ struct Target {
     base: u64,
     len: u64,
     access: MrAccess,
-    seg: Arc<SegFile>,
+    pub(crate) seg: Arc<SegFile>,
 }
 
 impl Target {
@@ -115,6 +115,68 @@ impl Target {
     fn current(&self) -> bool {
         self.dir.dir.state(self.slot).load(Ordering::Acquire) == self.state
     }
+
+    /// The registered address of the segment's first byte.
+    #[inline]
+    pub(crate) fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The segment's length in bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The target MR table's checks for `len` bytes at `addr` with `access` (see
+    /// [`check`]); the data offset of `addr`.
+    #[inline]
+    pub(crate) fn check(&self, addr: u64, len: usize, access: MrAccess) -> Result<usize> {
+        check(self, addr, len, access)
+    }
+
+    /// Runs `f` while counted busy on the segment, if its entry is still the one
+    /// attached (the handshake with the owner's withdrawal, see `mapped`): `NoKey` once
+    /// the owner closed or refreshed the registration.
+    #[inline]
+    pub(crate) fn busy<R>(&self, f: impl FnOnce(&SegFile) -> R) -> Result<R> {
+        let busy = self.seg.busy();
+        busy.fetch_add(1, Ordering::SeqCst);
+        if self.dir.dir.state(self.slot).load(Ordering::SeqCst) != self.state {
+            busy.fetch_sub(1, Ordering::Release);
+            return Err(Error::NoKey);
+        }
+        let r = f(&self.seg);
+        busy.fetch_sub(1, Ordering::Release);
+        Ok(r)
+    }
+}
+
+/// Finds `key` in the directory of `to`'s process and maps its segment: the
+/// attachment behind [`crate::RemoteKey`]. `NoKey` when the peer's process published
+/// no segment under `key` (or withdrew it meanwhile), `HostUnreach` when the peer is
+/// gone.
+pub(crate) fn attach(to: &PeerRegion, key: u64) -> Result<Target> {
+    if to.gone() {
+        return Err(Error::HostUnreach);
+    }
+    let dir = peer_dir(to).ok_or(Error::NoKey)?;
+    let snap = dir.dir.lookup(key).ok_or(Error::NoKey)?;
+    let seg = dir.segment(&snap)?;
+    // The descriptor was opened after the entry was read: it is the segment the entry
+    // names only if the entry is still the same.
+    if dir.dir.state(snap.slot).load(Ordering::SeqCst) != snap.state {
+        return Err(Error::NoKey);
+    }
+    Ok(Target {
+        dir: dir.clone(),
+        slot: snap.slot,
+        state: snap.state,
+        base: snap.entry.base,
+        len: snap.entry.len,
+        access: MrAccess::from_bits_truncate(snap.entry.access),
+        seg,
+    })
 }
 
 enum Cached {

@@ -50,6 +50,7 @@ pub mod mapped;
 pub mod name;
 mod peer;
 mod region;
+mod remote;
 mod segment;
 mod stage;
 mod sys;
@@ -68,6 +69,7 @@ pub use mapped::{DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
 pub use region::Geometry;
+pub use remote::RemoteKey;
 pub use stage::ShmPull;
 pub use transport::{ShmEp, ShmRx, ShmTx, Tuning};
 
