@@ -11,10 +11,13 @@
 //! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
 //!   refuses the probe), sparse, mapped by the receiver on first use.
 //!
+//! Payloads sent by rendezvous (see `rndv`) are read by the same [`ShmPull`].
+//!
 //! The receiver writes the slot's generation into the sender's release word once it
 //! has copied the payload; the sender reuses released slots, and slots whose receiver
 //! died.
 
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use fabric::{Error, Pull, Result};
 
 use crate::cell::Desc;
 use crate::peer::PeerRegion;
-use crate::region::{Region, STAGE_SLOTS};
+use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
+use crate::rndv;
 use crate::sys::{self, Mapping};
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
@@ -259,11 +263,15 @@ impl StageMap {
     }
 }
 
-/// A staged payload as the receiver sees it ([`fabric::Pull`]).
+/// A large payload as the receiver sees it ([`fabric::Pull`]): staged by the sender,
+/// or (rendezvous) still in the sender's buffer.
 pub struct ShmPull {
     peer: Arc<PeerRegion>,
     desc: Desc,
     len: usize,
+    /// Rendezvous: bytes read in order from the start; the read that completes them
+    /// lets the sender go at once.
+    next: Cell<usize>,
 }
 
 impl ShmPull {
@@ -271,17 +279,26 @@ impl ShmPull {
     /// points outside what the peer published.
     pub fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<ShmPull> {
         let len = usize::try_from(desc.len).map_err(|_| Error::Io)?;
-        if desc.mode != Desc::CMA {
-            let map = Self::map(&peer, desc.file())?;
-            let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
-            if off > map.map.len() || len > map.map.len() - off {
-                return Err(Error::Io);
+        match desc.mode {
+            Desc::CMA => {}
+            Desc::RNDV => {
+                if desc.slot as usize >= RNDV_RECORDS {
+                    return Err(Error::Io);
+                }
+            }
+            _ => {
+                let map = Self::map(&peer, desc.file())?;
+                let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
+                if off > map.map.len() || len > map.map.len() - off {
+                    return Err(Error::Io);
+                }
             }
         }
         Ok(ShmPull {
             peer,
             desc: *desc,
             len,
+            next: Cell::new(0),
         })
     }
 
@@ -290,6 +307,46 @@ impl ShmPull {
             .get_or_init(|| StageMap::open(peer, i))
             .as_ref()
             .map_err(|e| *e)
+    }
+
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender.
+    #[inline]
+    pub fn finish(&self) {
+        let r = &self.peer.region;
+        if self.desc.mode == Desc::RNDV {
+            rndv::finish(r.rndv_state(self.desc.slot as usize), self.desc.gen);
+        } else {
+            r.release(self.desc.slot as usize)
+                .store(self.desc.gen, Ordering::Release);
+        }
+    }
+
+    /// A read of a rendezvous payload: from the sender's buffer while it waits, else
+    /// from the copy it staged.
+    fn read_rndv(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let (slot, gen) = (self.desc.slot as usize, self.desc.gen);
+        let w = self.peer.region.rndv_state(slot);
+        let pid = self.peer.name.pid;
+        match rndv::claim(w, gen) {
+            rndv::Claim::Direct => {
+                let res = sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst);
+                let mut complete = false;
+                if res.is_ok() && off == self.next.get() {
+                    self.next.set(off + dst.len());
+                    complete = off + dst.len() == self.len;
+                }
+                rndv::release_read(w, gen, complete);
+                res
+            }
+            rndv::Claim::Staged => {
+                // Ordered by the claim's acquire of STAGED, which the sender published
+                // after the address.
+                let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
+                sys::cma_read(pid, at.wrapping_add(off as u64), dst)
+            }
+            rndv::Claim::Refused => Err(Error::Io),
+        }
     }
 }
 
@@ -303,15 +360,21 @@ impl Pull for ShmPull {
         if off > self.len || dst.len() > self.len - off {
             return Err(Error::Io);
         }
-        let at = self.desc.addr.wrapping_add(off as u64);
-        if self.desc.mode == Desc::CMA {
-            return sys::cma_read(self.peer.name.pid, at, dst);
+        match self.desc.mode {
+            Desc::RNDV => self.read_rndv(off, dst),
+            Desc::CMA => sys::cma_read(
+                self.peer.name.pid,
+                self.desc.addr.wrapping_add(off as u64),
+                dst,
+            ),
+            _ => {
+                // Bounds were checked against the mapping in `new`.
+                let b = Self::map(&self.peer, self.desc.file())?
+                    .map
+                    .bytes(self.desc.addr as usize + off, dst.len());
+                dst.copy_from_slice(b);
+                Ok(())
+            }
         }
-        // Bounds were checked against the mapping in `new`.
-        let b = Self::map(&self.peer, self.desc.file())?
-            .map
-            .bytes(at as usize, dst.len());
-        dst.copy_from_slice(b);
-        Ok(())
     }
 }
