@@ -27,6 +27,16 @@
 //!   buffer, and gives the record back (`POSTED`) between reads, or `DONE` after the
 //!   last byte: the sender's wait in `READING` is bounded by one copy, whatever the
 //!   receiver does between reads (a reply that needs a lock the sender holds, say).
+//! - A large read is shared: the receiver, holding `READING`, writes a request (its
+//!   destination address, payload offset, length, a piece counter) and stores `HELP`;
+//!   then both sides take [`PIECE`]-sized pieces from the counter, the receiver
+//!   reading its own with `process_vm_readv`, the sender, idle in its wait anyway,
+//!   writing its own into the destination with `process_vm_writev` after taking the
+//!   request on (`HELP → HELPING`, CAS). Out of pieces, the receiver takes the request
+//!   back (`HELP → READING`, CAS: the sender never started) or waits for `HELPED`
+//!   (`UNHELPED`: a write failed, it reads everything itself). Two cores copy: the
+//!   kernel's copy reaches only about half of `memcpy`'s speed into memory that is
+//!   not in cache.
 //! - Each posting has a generation, stored with the state: a receiver that kept a
 //!   stale descriptor fails its CAS instead of touching a reused record.
 //!
@@ -96,6 +106,15 @@ pub const READING: u64 = 2;
 pub const DONE: u64 = 3;
 /// State: the sender withdrew its buffer; the payload waits in the staged copy.
 pub const STAGED: u64 = 4;
+/// State: the receiver, reading, asks the sender to write part of the payload into
+/// its destination (the request is in the record's help words).
+pub const HELP: u64 = 5;
+/// State: the sender is writing the part asked for.
+pub const HELPING: u64 = 6;
+/// State: the sender wrote it.
+pub const HELPED: u64 = 7;
+/// State: the sender could not write it (the receiver copies it itself).
+pub const UNHELPED: u64 = 8;
 /// Largest generation (56 bits).
 pub const GEN_MAX: u64 = (1 << 56) - 1;
 
@@ -118,6 +137,8 @@ pub enum Seen {
     Posted,
     /// The receiver is in a read of the caller's buffer.
     Reading,
+    /// The receiver asks for help with its read.
+    Help,
     /// The receiver is done.
     Done,
     /// Anything else: a misbehaving receiver.
@@ -130,7 +151,13 @@ pub fn seen(w: &impl Word, gen: u64) -> Seen {
     let v = w.load();
     if v == word(gen, POSTED) {
         Seen::Posted
-    } else if v == word(gen, READING) {
+    } else if v == word(gen, HELP) {
+        Seen::Help
+    } else if v == word(gen, READING)
+        || v == word(gen, HELPED)
+        || v == word(gen, UNHELPED)
+        || v == word(gen, HELPING)
+    {
         Seen::Reading
     } else if v == word(gen, DONE) {
         Seen::Done
@@ -151,6 +178,19 @@ pub fn withdraw(w: &impl Word, gen: u64) -> bool {
 #[inline]
 pub fn abandon(w: &impl Word, gen: u64) -> bool {
     w.cas(word(gen, POSTED), word(gen, DONE)).is_ok()
+}
+
+/// Sender: takes on the receiver's request for help. `false`: the receiver took it
+/// back.
+#[inline]
+pub fn start_help(w: &impl Word, gen: u64) -> bool {
+    w.cas(word(gen, HELP), word(gen, HELPING)).is_ok()
+}
+
+/// Sender: the part asked for is written (`ok`) or could not be.
+#[inline]
+pub fn end_help(w: &impl Word, gen: u64, ok: bool) {
+    w.store(word(gen, if ok { HELPED } else { UNHELPED }));
 }
 
 /// What a receiver may read from.
@@ -181,6 +221,56 @@ pub fn release_read(w: &impl Word, gen: u64, complete: bool) {
     w.store(word(gen, if complete { DONE } else { POSTED }));
 }
 
+/// Receiver, in a [`Claim::Direct`] read: asks the sender to write part of it (the help
+/// words are written before).
+#[inline]
+pub fn ask_help(w: &impl Word, gen: u64) {
+    w.store(word(gen, HELP));
+}
+
+/// Where a request for help stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Help {
+    /// Not taken on: the receiver has it back (and reads the part itself).
+    Mine,
+    /// The sender is writing it.
+    Busy,
+    /// Written.
+    Written,
+    /// The sender could not write it: the receiver reads the part itself.
+    Failed,
+    /// Anything else: a misbehaving sender.
+    Other,
+}
+
+/// Receiver: takes its request back unless the sender took it on.
+#[inline]
+pub fn take_back(w: &impl Word, gen: u64) -> Help {
+    match w.cas(word(gen, HELP), word(gen, READING)) {
+        Ok(_) => Help::Mine,
+        Err(v) => help_of(v, gen),
+    }
+}
+
+/// Receiver: where the request the sender took on stands.
+#[inline]
+pub fn help_state(w: &impl Word, gen: u64) -> Help {
+    help_of(w.load(), gen)
+}
+
+#[inline]
+fn help_of(v: u64, gen: u64) -> Help {
+    if v == word(gen, HELPING) {
+        Help::Busy
+    } else if v == word(gen, HELPED) {
+        Help::Written
+    } else if v == word(gen, UNHELPED) {
+        Help::Failed
+    } else {
+        Help::Other
+    }
+}
+
 /// Receiver: the packet is consumed; the sender may return (or reuse its staged copy).
 /// `false` if the record was already done or is not this posting's.
 #[inline]
@@ -208,6 +298,10 @@ pub const WAIT_PER_MIB: Duration = Duration::from_micros(250);
 /// Default fixed part of the wait bound: a polling receiver picks a packet up within
 /// a few microseconds; this leaves room for one that is between two polls.
 pub const WAIT_BASE: Duration = Duration::from_micros(30);
+/// Smallest read of a rendezvous payload that the receiver shares with the sender:
+/// both take [`PIECE`]s in turn, the receiver reading them, the sender (idle in its
+/// wait) writing them into the destination (`process_vm_writev`), so two cores copy.
+pub const SPLIT_MIN: usize = 128 << 10;
 /// Default smallest rendezvous payload.
 pub const RNDV_MIN: usize = 64 << 10;
 /// Most bytes held in staged copies of withdrawn payloads at once; beyond it large
@@ -321,6 +415,12 @@ impl Pool {
                 self.recs[r].busy = false;
                 return Ok(());
             }
+            if s == Seen::Help {
+                if start_help(w, gen) {
+                    end_help(w, gen, help(own, peer, r, buf));
+                }
+                continue;
+            }
             n = n.wrapping_add(1);
             if !n.is_multiple_of(16) {
                 std::hint::spin_loop();
@@ -419,6 +519,49 @@ impl Pool {
     }
 }
 
+/// Bytes of one piece of a shared read: each side takes the next piece from the
+/// record's counter until none is left, so the faster copier does more.
+pub const PIECE: usize = 128 << 10;
+
+/// Piece `k` of a read of `len` bytes: its range, if there is one.
+#[inline]
+pub fn piece(k: u64, len: usize) -> Option<(usize, usize)> {
+    let start = usize::try_from(k).ok()?.checked_mul(PIECE)?;
+    (start < len).then(|| (start, len.min(start + PIECE)))
+}
+
+/// Sender: writes pieces of the read the receiver of record `r` asked for help with,
+/// straight from `buf` into the receiver's destination, until none is left. `false`
+/// when a piece could not be written (then the receiver copies the whole read again).
+fn help(own: &Region, peer: &PeerRegion, r: usize, buf: &[u8]) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    // Ordered by `start_help`'s acquire of HELP, published after the words. Untrusted:
+    // every piece must lie in the caller's buffer.
+    let dst = own.rndv_help(r, 0).load(Relaxed);
+    let Ok(off) = usize::try_from(own.rndv_help(r, 1).load(Relaxed)) else {
+        return false;
+    };
+    let Ok(len) = usize::try_from(own.rndv_help(r, 2).load(Relaxed)) else {
+        return false;
+    };
+    let next = own.rndv_help(r, 3);
+    loop {
+        let Some((a, b)) = piece(next.fetch_add(1, Relaxed), len) else {
+            return true;
+        };
+        let src = off
+            .checked_add(a)
+            .zip(off.checked_add(b))
+            .and_then(|(x, y)| buf.get(x..y));
+        let ok = src.is_some_and(|p| {
+            crate::sys::cma_write(peer.name.pid, dst.wrapping_add(a as u64), p).is_ok()
+        });
+        if !ok {
+            return false;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,6 +620,10 @@ mod tests {
         Wait {
             copied: bool,
         },
+        /// Writing pieces of the receiver's read into its destination.
+        Helping {
+            copied: bool,
+        },
         /// Returned with the caller's buffer free; the staged copy is live until the
         /// record is seen done.
         Returned {
@@ -492,6 +639,13 @@ mod tests {
         Claim(u8),
         /// Between claim and release of a direct read of piece `k`.
         Copy(u8),
+        /// Read `k` asked for help: copying its own pieces of it.
+        Own(u8),
+        TakeBack(u8),
+        /// Waiting for the sender to finish the pieces it took.
+        Await(u8),
+        /// The sender failed: reading all of read `k` itself.
+        Copy2(u8),
         Release(u8),
         /// A staged read of piece `k`.
         StagedCopy(u8),
@@ -522,6 +676,11 @@ mod tests {
         covers: bool,
         may_die: bool,
     ) -> std::result::Result<Vec<St>, String> {
+        if matches!(st.s, S::Helping { .. })
+            && !matches!(st.r, R::Own(_) | R::TakeBack(_) | R::Await(_) | R::Dead)
+        {
+            return Err(format!("sender writes into a read that ended: {st:?}"));
+        }
         let mut out = Vec::new();
         // Sender steps.
         let w = ModelWord(Cell::new(st.w));
@@ -549,6 +708,12 @@ mod tests {
                 if seen(&w, GEN) == Seen::Other {
                     return Err(format!("sender saw garbage in {st:?}"));
                 }
+                {
+                    let w = ModelWord(Cell::new(st.w));
+                    if start_help(&w, GEN) {
+                        push(&w, &|n| n.s = S::Helping { copied });
+                    }
+                }
                 if !copied {
                     // The bound passed: copy aside, then withdraw.
                     push(&w, &|n| {
@@ -574,6 +739,13 @@ mod tests {
                         n.user = false;
                         n.err = !ok || n.err;
                     });
+                }
+            }
+            S::Helping { copied } => {
+                for ok in [true, false] {
+                    let w = ModelWord(Cell::new(st.w));
+                    end_help(&w, GEN, ok);
+                    push(&w, &|n| n.s = S::Wait { copied });
                 }
             }
             S::Returned { staged: true } => {
@@ -607,7 +779,37 @@ mod tests {
                     return Err(format!("read of a returned buffer in {st:?}"));
                 }
                 push(&w, &|n| n.r = R::Release(k));
+                let w = ModelWord(Cell::new(st.w));
+                ask_help(&w, GEN);
+                push(&w, &|n| n.r = R::Own(k));
             }
+            R::Own(k) | R::Copy2(k) => {
+                if !st.user {
+                    return Err(format!("read of a returned buffer in {st:?}"));
+                }
+                let next = if matches!(st.r, R::Own(_)) {
+                    R::TakeBack(k)
+                } else {
+                    R::Release(k)
+                };
+                push(&w, &|n| n.r = next);
+            }
+            R::TakeBack(k) => {
+                let h = take_back(&w, GEN);
+                let next = match h {
+                    Help::Mine | Help::Written => R::Release(k),
+                    Help::Busy => R::Await(k),
+                    Help::Failed => R::Copy2(k),
+                    Help::Other => return Err(format!("take back found garbage in {st:?}")),
+                };
+                push(&w, &|n| n.r = next);
+            }
+            R::Await(k) => match help_state(&w, GEN) {
+                Help::Written => push(&w, &|n| n.r = R::Release(k)),
+                Help::Failed => push(&w, &|n| n.r = R::Copy2(k)),
+                Help::Busy => {}
+                h => return Err(format!("awaiting help found {h:?} in {st:?}")),
+            },
             R::Release(k) => {
                 release_read(&w, GEN, covers && k == last);
                 push(&w, &|n| {
@@ -753,7 +955,7 @@ mod loom_tests {
                             break;
                         }
                     }
-                    Seen::Reading => loom::thread::yield_now(),
+                    Seen::Reading | Seen::Help => loom::thread::yield_now(),
                     Seen::Other => panic!("garbage"),
                 }
             }
@@ -768,6 +970,65 @@ mod loom_tests {
     #[test]
     fn one_read() {
         run(1, true);
+    }
+
+    /// A read shared with the sender: two pieces taken from a counter; the sender
+    /// writes the pieces it took into the destination, and the receiver uses the
+    /// destination only once it has its request back or the sender is done.
+    #[test]
+    fn shared_read() {
+        loom::model(|| {
+            let w = Arc::new(AtomicU64::new(0));
+            let next = Arc::new(AtomicU64::new(0));
+            let dst = Arc::new([UnsafeCell::new(0u8), UnsafeCell::new(0u8)]);
+            post(&*w, 1);
+            let (w2, next2, dst2) = (w.clone(), next.clone(), dst.clone());
+            let receiver = loom::thread::spawn(move || {
+                assert_eq!(claim(&*w2, 1), Claim::Direct);
+                ask_help(&*w2, 1);
+                use loom::sync::atomic::Ordering::Relaxed;
+                loop {
+                    let k = next2.fetch_add(1, Relaxed) as usize;
+                    if k >= 2 {
+                        break;
+                    }
+                    // SAFETY: loom's cell; loom reports an unordered access.
+                    dst2[k].with_mut(|p| unsafe { *p = 42 });
+                }
+                let mut h = take_back(&*w2, 1);
+                while h == Help::Busy {
+                    loom::thread::yield_now();
+                    h = help_state(&*w2, 1);
+                }
+                assert!(matches!(h, Help::Mine | Help::Written), "{h:?}");
+                // SAFETY: as above.
+                let got = [0, 1].map(|k| dst2[k].with(|p| unsafe { *p }));
+                release_read(&*w2, 1, true);
+                got
+            });
+            loop {
+                match seen(&*w, 1) {
+                    Seen::Done => break,
+                    Seen::Help => {
+                        if start_help(&*w, 1) {
+                            use loom::sync::atomic::Ordering::Relaxed;
+                            loop {
+                                let k = next.fetch_add(1, Relaxed) as usize;
+                                if k >= 2 {
+                                    break;
+                                }
+                                // SAFETY: as above.
+                                dst[k].with_mut(|p| unsafe { *p = 42 });
+                            }
+                            end_help(&*w, 1, true);
+                        }
+                    }
+                    Seen::Posted | Seen::Reading => loom::thread::yield_now(),
+                    Seen::Other => panic!("garbage"),
+                }
+            }
+            assert_eq!(receiver.join().unwrap(), [42, 42]);
+        });
     }
 
     #[test]

@@ -330,7 +330,11 @@ impl ShmPull {
         let pid = self.peer.name.pid;
         match rndv::claim(w, gen) {
             rndv::Claim::Direct => {
-                let res = sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst);
+                let res = if dst.len() >= rndv::SPLIT_MIN {
+                    self.split_read(w, off, dst)
+                } else {
+                    sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst)
+                };
                 let mut complete = false;
                 if res.is_ok() && off == self.next.get() {
                     self.next.set(off + dst.len());
@@ -349,6 +353,69 @@ impl ShmPull {
         }
     }
 }
+
+impl ShmPull {
+    /// A direct read of a rendezvous payload shared with the sender: both take pieces
+    /// in turn, we reading ours, the sender (idle in its wait) writing its own into
+    /// `dst`, unless we take the request back before it started.
+    fn split_read(
+        &self,
+        w: &std::sync::atomic::AtomicU64,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let (slot, gen) = (self.desc.slot as usize, self.desc.gen);
+        let r = &self.peer.region;
+        let pid = self.peer.name.pid;
+        let at = self.desc.addr.wrapping_add(off as u64);
+        let len = dst.len();
+        r.rndv_help(slot, 0)
+            .store(dst.as_mut_ptr() as u64, Ordering::Relaxed);
+        r.rndv_help(slot, 1).store(off as u64, Ordering::Relaxed);
+        r.rndv_help(slot, 2).store(len as u64, Ordering::Relaxed);
+        let next = r.rndv_help(slot, 3);
+        next.store(0, Ordering::Relaxed);
+        rndv::ask_help(w, gen);
+        // The counter hands each piece out once, ours in increasing order. The pieces
+        // the sender took are written by the kernel on its behalf, like a device's
+        // DMA: nothing here touches them, and we wait below until it is done with
+        // them before `dst` is used again.
+        let mut mine = Ok(());
+        let mut parts = dst.chunks_mut(rndv::PIECE).enumerate();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some((_, part)) = parts.find(|(i, _)| *i as u64 == k) else {
+                break;
+            };
+            let a = k as usize * rndv::PIECE;
+            mine = mine.and(sys::cma_read(pid, at.wrapping_add(a as u64), part));
+        }
+        let mut state = rndv::take_back(w, gen);
+        let mut check = std::time::Instant::now() + HELP_LIVENESS;
+        let mut n = 0u32;
+        while state == rndv::Help::Busy {
+            std::hint::spin_loop();
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(256) && std::time::Instant::now() >= check {
+                if self.peer.process_gone() {
+                    return Err(Error::Io);
+                }
+                check = std::time::Instant::now() + HELP_LIVENESS;
+            }
+            state = rndv::help_state(w, gen);
+        }
+        match state {
+            rndv::Help::Mine | rndv::Help::Written => mine,
+            // Which pieces the sender wrote is unknown: read them all (rare: the kernel
+            // refused the write).
+            rndv::Help::Failed => sys::cma_read(pid, at, dst),
+            rndv::Help::Busy | rndv::Help::Other => Err(Error::Io),
+        }
+    }
+}
+
+/// How often a receiver waiting for its sender's help checks that the sender lives.
+const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Pull for ShmPull {
     #[inline]

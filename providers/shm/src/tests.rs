@@ -485,7 +485,7 @@ fn forged_rendezvous_descriptors_are_refused() {
     }
     let a = end(true);
     let peer = resolve(&a);
-    for (slot, gen) in [(0u32, 0u64), (3, 1), (63, 99)] {
+    for (slot, gen) in [(0u32, 0u64), (3, 1), (31, 99)] {
         let d = cell::Desc {
             addr: 4096,
             len: 100_000,
