@@ -461,6 +461,85 @@ where
 
 const FLOOD: u64 = 20_000;
 
+/// Rendezvous sizes (the smallest rendezvous payload and larger).
+const RNDV_SIZES: &[usize] = &[fabric_shm::RNDV_MIN, 1 << 20, 16 << 20];
+
+/// Sends [`RNDV_SIZES`] once told to, before the receiver posts or polls anything, and
+/// reports how long each send call took.
+fn role_rndv_send<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = connect(ctl, &n);
+    ctl.expect("GO");
+    let mut took = Vec::new();
+    for (i, &size) in RNDV_SIZES.iter().enumerate() {
+        let msg = pattern(size, 0x70 + i as u64);
+        let t = Instant::now();
+        loop {
+            match n.ep.tsend(&msg, peer, i as u64, Context(i)) {
+                Ok(()) => break,
+                Err(Error::Again) => {
+                    n.domain.progress();
+                }
+                Err(e) => panic!("rendezvous send of {size}: {e}"),
+            }
+        }
+        took.push(format!("{size}:{}us", t.elapsed().as_micros()));
+        // The caller's buffer is reused at once: the receiver must not see this.
+        drop(msg);
+        next(&n).expect("send completion");
+    }
+    ctl.report(&format!("SENT {}", took.join(" ")));
+    // Staged copies live in this process until the receiver read them.
+    ctl.expect("BYE");
+}
+
+/// Posts its receives only once told to (long after the sends returned) and checks
+/// every byte.
+fn role_late_recv<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = connect(ctl, &n);
+    ctl.report("READY");
+    ctl.expect("GO");
+    let mut buf = vec![0u8; 16 << 20];
+    for (i, &size) in RNDV_SIZES.iter().enumerate() {
+        // SAFETY: `buf` outlives the receive and is read after its completion.
+        unsafe { n.ep.trecv(&mut buf, peer, i as u64, 0, Context(7)).unwrap() };
+        let e = next(&n).expect("late receive");
+        assert_eq!(e.len, size);
+        assert!(
+            buf[..size] == pattern(size, 0x70 + i as u64)[..],
+            "{size} bytes differ"
+        );
+    }
+    ctl.report("DONE");
+}
+
+/// Sends one large message (with a rendezvous bound far longer than the test) to a
+/// peer that never polls, and reports the outcome of the send call once it returns.
+fn role_rndv_to_dying<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = connect(ctl, &n);
+    ctl.expect("GO");
+    let msg = pattern(16 << 20, 3);
+    ctl.report("SENDING");
+    let t = Instant::now();
+    let r = n.ep.tsend(&msg, peer, 1, Context(1));
+    let outcome = match r {
+        Ok(()) => "Ok".to_string(),
+        Err(e) => format!("{e:?}"),
+    };
+    ctl.report(&format!("RESULT {outcome} {}", t.elapsed().as_millis()));
+}
+
 macro_rules! with_stack {
     ($name:expr, $f:ident $(, $arg:expr)*) => {
         match $name {
@@ -500,6 +579,9 @@ fn child_entry() {
         "drive_rma" => with_stack!(stack.as_str(), role_drive_rma, &ctl),
         "hold" => with_stack!(stack.as_str(), role_hold, &ctl),
         "flood" => with_stack!(stack.as_str(), role_flood, &ctl),
+        "rndv_send" => with_stack!(stack.as_str(), role_rndv_send, &ctl),
+        "late_recv" => with_stack!(stack.as_str(), role_late_recv, &ctl),
+        "rndv_to_dying" => with_stack!(stack.as_str(), role_rndv_to_dying, &ctl),
         other => panic!("unknown role {other}"),
     }
 }
@@ -704,4 +786,62 @@ fn flood_backpressure_then_all_delivered() {
     assert_eq!(n.cq.read(&mut e), Err(Error::Again));
     kid.say("BYE");
     kid.finish();
+}
+
+/// Rendezvous sends to a receiver that posts (and polls) only after they returned: the
+/// sender stages each payload after its bound, and the data arrives exact although
+/// the caller's buffers are gone.
+#[test]
+fn rendezvous_to_a_late_receiver() {
+    for stack in ["default", "safe_auto"] {
+        let mut s = Kid::spawn("rndv_send", stack, &[]);
+        let mut r = Kid::spawn("late_recv", stack, &[]);
+        let ns = s.expect("NAME");
+        let nr = r.expect("NAME");
+        s.say(&format!("PEER {nr}"));
+        r.say(&format!("PEER {ns}"));
+        r.expect("READY");
+        s.say("GO");
+        let took = s.expect("SENT");
+        eprintln!("{stack}: rendezvous sends to a late receiver took {took}");
+        r.say("GO");
+        r.expect("DONE");
+        s.say("BYE");
+        r.finish();
+        s.finish();
+    }
+}
+
+/// The receiver of a rendezvous send is killed while the sender waits in the send call
+/// (its bound set far beyond the test): the call returns `HostUnreach` soon after.
+#[test]
+fn rendezvous_sender_survives_a_killed_receiver() {
+    let mut h = Kid::spawn("hold", "default", &[]);
+    let mut s = Kid::spawn(
+        "rndv_to_dying",
+        "default",
+        &[("FABRIC_SHM_RNDV_WAIT_US", "60000000")],
+    );
+    let nh = h.expect("NAME");
+    let ns = s.expect("NAME");
+    h.say(&format!("PEER {ns}"));
+    s.say(&format!("PEER {nh}"));
+    h.expect("HOLDING");
+    s.say("GO");
+    s.expect("SENDING");
+    std::thread::sleep(Duration::from_millis(300));
+    h.child.kill().unwrap();
+    h.child.wait().unwrap();
+    let killed = Instant::now();
+    let res = s.expect("RESULT");
+    let waited = killed.elapsed();
+    let mut it = res.split_whitespace();
+    assert_eq!(it.next(), Some("HostUnreach"), "{res}");
+    let ms: u64 = it.next().unwrap().parse().unwrap();
+    assert!(ms >= 250, "the send returned before the kill: {res}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "returned {waited:?} after the kill"
+    );
+    s.finish();
 }

@@ -22,7 +22,8 @@ use fabric::wire::{Header, Op, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Result};
 use zerocopy::FromBytes;
 
-use crate::region::CELL;
+use crate::region::{CELL, RNDV_RECORDS};
+use crate::rndv;
 
 /// Kind: filler up to the end of the ring.
 pub const SKIP: u64 = 1;
@@ -55,9 +56,10 @@ pub struct Desc {
     pub len: u64,
     /// The sender's staging slot, released by the receiver once copied.
     pub slot: u32,
-    /// How to reach it: [`Desc::CMA`] or [`Desc::MAPPED`].
+    /// How to reach it: [`Desc::CMA`], [`Desc::MAPPED`], [`Desc::MAPPED_FAR`] or
+    /// [`Desc::RNDV`] (then `slot` is the sender's rendezvous record).
     pub mode: u32,
-    /// Generation of the slot, written back on release.
+    /// Generation of the slot (written back on release) or of the record.
     pub gen: u64,
 }
 
@@ -70,6 +72,9 @@ impl Desc {
     /// Copied from the sender's far staging file (large, when cross-memory attach is
     /// refused), mapped by the receiver.
     pub const MAPPED_FAR: u32 = 3;
+    /// The sender's own buffer, read with `process_vm_readv` while the sender waits
+    /// in rendezvous record `slot` (see `rndv`).
+    pub const RNDV: u32 = 4;
 
     /// The staging file a mapped descriptor points into.
     pub fn file(&self) -> usize {
@@ -105,8 +110,10 @@ impl Desc {
             mode: u32_at(20),
             gen: u64_at(24),
         };
-        if !matches!(d.mode, Desc::CMA | Desc::MAPPED | Desc::MAPPED_FAR) {
-            return Err(Error::Io);
+        match d.mode {
+            Desc::CMA | Desc::MAPPED | Desc::MAPPED_FAR => {}
+            Desc::RNDV if (d.slot as usize) < RNDV_RECORDS && d.gen <= rndv::GEN_MAX => {}
+            _ => return Err(Error::Io),
         }
         Ok(d)
     }
@@ -359,8 +366,29 @@ mod tests {
                 prop_assert!(off + len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());
             }
-            if let Ok(Parsed::Large { cells, .. }) = parse(w, &avail, 256) {
+            if let Ok(Parsed::Large { cells, desc, hdr }) = parse(w, &avail, 256) {
                 prop_assert!(cells * CELL <= avail.len());
+                prop_assert_eq!(desc.len, hdr.len);
+                if desc.mode == Desc::RNDV {
+                    prop_assert!((desc.slot as usize) < RNDV_RECORDS);
+                }
+            }
+        }
+
+        /// A rendezvous descriptor from a peer: any record index or generation out of
+        /// range is refused; in range, it round-trips.
+        #[test]
+        fn rndv_desc_checked(addr in any::<u64>(), len in 9000u64..1 << 26, slot in any::<u32>(), gen in any::<u64>()) {
+            let hdr = Header { op: Op::Tagged as u8, len, ..Header::default() };
+            let desc = Desc { addr, len, slot: slot % 256, mode: Desc::RNDV, gen: gen >> (slot % 16) };
+            let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
+            body.extend_from_slice(&desc.encode());
+            let p = packet(word(0, LARGE), &body);
+            let ok = (desc.slot as usize) < RNDV_RECORDS && desc.gen <= rndv::GEN_MAX;
+            match parse(word(0, LARGE), &p, 4096) {
+                Ok(Parsed::Large { desc: d, .. }) => { prop_assert!(ok); prop_assert_eq!(d, desc); }
+                Ok(other) => prop_assert!(false, "{:?}", other),
+                Err(_) => prop_assert!(!ok),
             }
         }
     }

@@ -10,10 +10,15 @@
 //! which a packet's first cell carries a control word (ready stamp, kind, length), the
 //! header fields the packet needs and the start of the payload, so a tagged message of
 //! up to 48 bytes is one cache line. The receiver polls only the next cell of each of
-//! its channels. Payloads up to [`INLINE_MAX`] bytes travel in the ring; larger ones
-//! are staged once by the sender and copied by the receiver straight into their
-//! destination: up to 1 MiB from a small staging file the receiver maps, beyond that
-//! with `process_vm_readv` from the sender's private memory (or, where the kernel
+//! its channels. Payloads up to [`INLINE_MAX`] bytes travel in the ring. From
+//! [`RNDV_MIN`] bytes on, where cross-memory attach works, a message or RMA write is a
+//! synchronous rendezvous: the receiver copies it with `process_vm_readv` straight
+//! from the caller's buffer into its destination (one copy) while the send call waits;
+//! if the receiver does not take it within a bound (tens of microseconds plus about a
+//! copy's time), the sender stages it after all and returns (see `rndv`). Other large
+//! payloads are staged once by the sender and copied by the receiver straight into
+//! their destination: up to 1 MiB from a small staging file the receiver maps, beyond
+//! that with `process_vm_readv` from the sender's private memory (or, where the kernel
 //! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). Matching,
 //! RMA and atomics against the MR table (checked on the target), completions and
 //! counters are the core's.
@@ -29,7 +34,10 @@
 //! about 10 ms of progress; every operation waiting on it completes with
 //! `FI_EHOSTUNREACH`.
 //!
-//! Environment: `FABRIC_SHM_CMA=0` forces the bounce-buffer path for large payloads;
+//! Environment: `FABRIC_SHM_CMA=0` forces the bounce-buffer path for large payloads
+//! (and so turns rendezvous off); `FABRIC_SHM_RNDV_MIN` (bytes, default [`RNDV_MIN`])
+//! is the smallest rendezvous payload; `FABRIC_SHM_RNDV_WAIT_US` (default 30) the
+//! fixed part of a rendezvous sender's wait;
 //! `FABRIC_SHM_CHANNELS` (default 16, at most 64) and `FABRIC_SHM_CELLS` (default 1024,
 //! a power of two) size each endpoint's region, by default [`DEFAULT_REGION_BYTES`]
 //! (about 1.0 MiB); with the 2.5 MiB near staging file an endpoint shares
@@ -51,6 +59,7 @@ pub mod name;
 mod peer;
 mod region;
 mod remote;
+mod rndv;
 mod segment;
 mod stage;
 mod sys;
@@ -68,8 +77,9 @@ pub use directory::DIR_ENTRIES;
 pub use mapped::{DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
-pub use region::Geometry;
+pub use region::{Geometry, RNDV_RECORDS};
 pub use remote::RemoteKey;
+pub use rndv::RNDV_MIN;
 pub use stage::ShmPull;
 pub use transport::{ShmEp, ShmRx, ShmTx, Tuning};
 
@@ -156,6 +166,11 @@ impl Provider for Shm {
             Tuning {
                 inline_max: INLINE_MAX,
                 cma: cma_enabled(),
+                rndv_min: env_usize("FABRIC_SHM_RNDV_MIN", RNDV_MIN).max(INLINE_MAX + 1),
+                rndv_wait: std::time::Duration::from_micros(env_usize(
+                    "FABRIC_SHM_RNDV_WAIT_US",
+                    rndv::WAIT_BASE.as_micros() as usize,
+                ) as u64),
             },
         )
     }

@@ -66,6 +66,12 @@ impl PeerRegion {
         gone
     }
 
+    /// Whether the peer's process is gone (never for a peer of this process: a
+    /// thread of ours that is in a call finishes it). Costs system calls.
+    pub fn process_gone(&self) -> bool {
+        self.proc.as_ref().is_some_and(|p| !p.alive())
+    }
+
     /// Whether the peer is known dead (one load).
     #[inline]
     pub fn known_dead(&self) -> bool {

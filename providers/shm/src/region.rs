@@ -6,6 +6,7 @@
 //! page 0   magic | version | nchan | cells | pid | fd | start time | nonce
 //!          closed | active bitmap | claims[nchan] | release[STAGE_SLOTS] | wake word
 //!          staging file (fd, len) | mapped-segment directory of the process (fd, len)
+//!          rendezvous records[RNDV_RECORDS] (state, staged copy's address, help request)
 //! chan c   head (consumer position, own line) | state + source name (own line) | cells
 //! ```
 //! A peer can write anything anywhere in a region it has mapped, so nothing read back
@@ -23,13 +24,15 @@ use crate::sys::{self, Mapping};
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
 /// Layout version.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes of one cell: one cache line.
 pub const CELL: usize = 64;
 /// Most channels of a region (the active bitmap is one word).
 pub const MAX_CHANNELS: usize = 64;
 /// Staging slots of one endpoint (large messages): release words in the header.
 pub const STAGE_SLOTS: usize = 128;
+/// Rendezvous records of one endpoint (see `rndv`): in the header.
+pub const RNDV_RECORDS: usize = 32;
 
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;
@@ -48,8 +51,12 @@ const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
 const OFF_STAGE: usize = OFF_WAKE + 8;
 const OFF_DIR_FD: usize = OFF_WAKE + 40;
 const OFF_DIR_LEN: usize = OFF_WAKE + 48;
+/// Rendezvous records, a line each: state, staged address, then the receiver's
+/// request for help (destination address, payload offset, length).
+const OFF_RNDV: usize = OFF_WAKE + 64;
+const RNDV_STRIDE: usize = 64;
 const HEADER_BYTES: usize = 4096;
-static_assertions::const_assert!(OFF_WAKE + 64 <= HEADER_BYTES);
+static_assertions::const_assert!(OFF_RNDV + RNDV_STRIDE * RNDV_RECORDS <= HEADER_BYTES);
 
 /// Channel-relative offsets.
 const CH_HEAD: usize = 0;
@@ -273,6 +280,28 @@ impl Region {
     #[inline]
     pub fn release(&self, s: usize) -> &AtomicU64 {
         self.atomic(OFF_RELEASE + 8 * (s % STAGE_SLOTS))
+    }
+
+    /// The state word of rendezvous record `r` (see `rndv`): written by the owner
+    /// (sender) and by the receiver of the message the record describes.
+    #[inline]
+    pub fn rndv_state(&self, r: usize) -> &AtomicU64 {
+        self.atomic(OFF_RNDV + RNDV_STRIDE * (r % RNDV_RECORDS))
+    }
+
+    /// The address, in the owner, of the staged copy of rendezvous record `r`'s
+    /// payload: written by the owner before it publishes the copy (`STAGED`).
+    #[inline]
+    pub fn rndv_addr(&self, r: usize) -> &AtomicU64 {
+        self.atomic(OFF_RNDV + RNDV_STRIDE * (r % RNDV_RECORDS) + 8)
+    }
+
+    /// Word `i` (0: destination address, 1: payload offset, 2: length, 3: next piece)
+    /// of the receiver's request for help in rendezvous record `r`: written by the
+    /// receiver before it asks (`HELP`); both sides take pieces from word 3.
+    #[inline]
+    pub fn rndv_help(&self, r: usize, i: usize) -> &AtomicU64 {
+        self.atomic(OFF_RNDV + RNDV_STRIDE * (r % RNDV_RECORDS) + 16 + 8 * (i % 4))
     }
 
     /// The wake word: non-zero while the owner sleeps in a blocking wait.

@@ -11,10 +11,13 @@
 //! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
 //!   refuses the probe), sparse, mapped by the receiver on first use.
 //!
+//! Payloads sent by rendezvous (see `rndv`) are read by the same [`ShmPull`].
+//!
 //! The receiver writes the slot's generation into the sender's release word once it
 //! has copied the payload; the sender reuses released slots, and slots whose receiver
 //! died.
 
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use fabric::{Error, Pull, Result};
 
 use crate::cell::Desc;
 use crate::peer::PeerRegion;
-use crate::region::{Region, STAGE_SLOTS};
+use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
+use crate::rndv;
 use crate::sys::{self, Mapping};
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
@@ -259,11 +263,15 @@ impl StageMap {
     }
 }
 
-/// A staged payload as the receiver sees it ([`fabric::Pull`]).
+/// A large payload as the receiver sees it ([`fabric::Pull`]): staged by the sender,
+/// or (rendezvous) still in the sender's buffer.
 pub struct ShmPull {
     peer: Arc<PeerRegion>,
     desc: Desc,
     len: usize,
+    /// Rendezvous: bytes read in order from the start; the read that completes them
+    /// lets the sender go at once.
+    next: Cell<usize>,
 }
 
 impl ShmPull {
@@ -271,17 +279,26 @@ impl ShmPull {
     /// points outside what the peer published.
     pub fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<ShmPull> {
         let len = usize::try_from(desc.len).map_err(|_| Error::Io)?;
-        if desc.mode != Desc::CMA {
-            let map = Self::map(&peer, desc.file())?;
-            let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
-            if off > map.map.len() || len > map.map.len() - off {
-                return Err(Error::Io);
+        match desc.mode {
+            Desc::CMA => {}
+            Desc::RNDV => {
+                if desc.slot as usize >= RNDV_RECORDS {
+                    return Err(Error::Io);
+                }
+            }
+            _ => {
+                let map = Self::map(&peer, desc.file())?;
+                let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
+                if off > map.map.len() || len > map.map.len() - off {
+                    return Err(Error::Io);
+                }
             }
         }
         Ok(ShmPull {
             peer,
             desc: *desc,
             len,
+            next: Cell::new(0),
         })
     }
 
@@ -291,7 +308,114 @@ impl ShmPull {
             .as_ref()
             .map_err(|e| *e)
     }
+
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender.
+    #[inline]
+    pub fn finish(&self) {
+        let r = &self.peer.region;
+        if self.desc.mode == Desc::RNDV {
+            rndv::finish(r.rndv_state(self.desc.slot as usize), self.desc.gen);
+        } else {
+            r.release(self.desc.slot as usize)
+                .store(self.desc.gen, Ordering::Release);
+        }
+    }
+
+    /// A read of a rendezvous payload: from the sender's buffer while it waits, else
+    /// from the copy it staged.
+    fn read_rndv(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let (slot, gen) = (self.desc.slot as usize, self.desc.gen);
+        let w = self.peer.region.rndv_state(slot);
+        let pid = self.peer.name.pid;
+        match rndv::claim(w, gen) {
+            rndv::Claim::Direct => {
+                let res = if dst.len() >= rndv::SPLIT_MIN {
+                    self.split_read(w, off, dst)
+                } else {
+                    sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst)
+                };
+                let mut complete = false;
+                if res.is_ok() && off == self.next.get() {
+                    self.next.set(off + dst.len());
+                    complete = off + dst.len() == self.len;
+                }
+                rndv::release_read(w, gen, complete);
+                res
+            }
+            rndv::Claim::Staged => {
+                // Ordered by the claim's acquire of STAGED, which the sender published
+                // after the address.
+                let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
+                sys::cma_read(pid, at.wrapping_add(off as u64), dst)
+            }
+            rndv::Claim::Refused => Err(Error::Io),
+        }
+    }
 }
+
+impl ShmPull {
+    /// A direct read of a rendezvous payload shared with the sender: both take pieces
+    /// in turn, we reading ours, the sender (idle in its wait) writing its own into
+    /// `dst`, unless we take the request back before it started.
+    fn split_read(
+        &self,
+        w: &std::sync::atomic::AtomicU64,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let (slot, gen) = (self.desc.slot as usize, self.desc.gen);
+        let r = &self.peer.region;
+        let pid = self.peer.name.pid;
+        let at = self.desc.addr.wrapping_add(off as u64);
+        let len = dst.len();
+        r.rndv_help(slot, 0)
+            .store(dst.as_mut_ptr() as u64, Ordering::Relaxed);
+        r.rndv_help(slot, 1).store(off as u64, Ordering::Relaxed);
+        r.rndv_help(slot, 2).store(len as u64, Ordering::Relaxed);
+        let next = r.rndv_help(slot, 3);
+        next.store(0, Ordering::Relaxed);
+        rndv::ask_help(w, gen);
+        // The counter hands each piece out once, ours in increasing order. The pieces
+        // the sender took are written by the kernel on its behalf, like a device's
+        // DMA: nothing here touches them, and we wait below until it is done with
+        // them before `dst` is used again.
+        let mut mine = Ok(());
+        let mut parts = dst.chunks_mut(rndv::PIECE).enumerate();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some((_, part)) = parts.find(|(i, _)| *i as u64 == k) else {
+                break;
+            };
+            let a = k as usize * rndv::PIECE;
+            mine = mine.and(sys::cma_read(pid, at.wrapping_add(a as u64), part));
+        }
+        let mut state = rndv::take_back(w, gen);
+        let mut check = std::time::Instant::now() + HELP_LIVENESS;
+        let mut n = 0u32;
+        while state == rndv::Help::Busy {
+            std::hint::spin_loop();
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(256) && std::time::Instant::now() >= check {
+                if self.peer.process_gone() {
+                    return Err(Error::Io);
+                }
+                check = std::time::Instant::now() + HELP_LIVENESS;
+            }
+            state = rndv::help_state(w, gen);
+        }
+        match state {
+            rndv::Help::Mine | rndv::Help::Written => mine,
+            // Which pieces the sender wrote is unknown: read them all (rare: the kernel
+            // refused the write).
+            rndv::Help::Failed => sys::cma_read(pid, at, dst),
+            rndv::Help::Busy | rndv::Help::Other => Err(Error::Io),
+        }
+    }
+}
+
+/// How often a receiver waiting for its sender's help checks that the sender lives.
+const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Pull for ShmPull {
     #[inline]
@@ -303,15 +427,21 @@ impl Pull for ShmPull {
         if off > self.len || dst.len() > self.len - off {
             return Err(Error::Io);
         }
-        let at = self.desc.addr.wrapping_add(off as u64);
-        if self.desc.mode == Desc::CMA {
-            return sys::cma_read(self.peer.name.pid, at, dst);
+        match self.desc.mode {
+            Desc::RNDV => self.read_rndv(off, dst),
+            Desc::CMA => sys::cma_read(
+                self.peer.name.pid,
+                self.desc.addr.wrapping_add(off as u64),
+                dst,
+            ),
+            _ => {
+                // Bounds were checked against the mapping in `new`.
+                let b = Self::map(&self.peer, self.desc.file())?
+                    .map
+                    .bytes(self.desc.addr as usize + off, dst.len());
+                dst.copy_from_slice(b);
+                Ok(())
+            }
         }
-        // Bounds were checked against the mapping in `new`.
-        let b = Self::map(&self.peer, self.desc.file())?
-            .map
-            .bytes(at as usize, dst.len());
-        dst.copy_from_slice(b);
-        Ok(())
     }
 }

@@ -299,6 +299,31 @@ pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Copies `src` to address `addr` of process `pid` (cross-memory attach).
+pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
+    let mut done = 0usize;
+    while done < src.len() {
+        let local = libc::iovec {
+            iov_base: src[done..].as_ptr() as *mut libc::c_void,
+            iov_len: src.len() - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
+            iov_len: src.len() - done,
+        };
+        // SAFETY: `local` describes memory we only read (`src`, borrowed for the call);
+        // the kernel checks the remote range against the peer's address space and
+        // fails with EFAULT. Which of the peer's bytes are written is the peer's choice
+        // (it named the range).
+        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(Error::Io);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 /// Whether cross-memory attach works here: a real `process_vm_readv` of our own memory.
 /// Kernels built without it, seccomp filters and container policies refuse it.
 pub fn cma_probe() -> bool {
@@ -369,5 +394,14 @@ mod tests {
             assert_eq!(src, dst);
         }
         assert_eq!(cma_read(getpid(), 8, &mut dst[..8]), Err(Error::Io));
+        let mut back = [0u8; 1000];
+        assert_eq!(
+            cma_write(getpid(), back.as_mut_ptr() as u64, &src).is_ok(),
+            works
+        );
+        if works {
+            assert_eq!(back, src);
+        }
+        assert_eq!(cma_write(getpid(), 8, &src[..8]), Err(Error::Io));
     }
 }

@@ -2,6 +2,7 @@
 //! peer, backpressure, large payloads through both staging modes.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fabric::wire::{Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Payload, Pull, Transport};
@@ -10,6 +11,7 @@ use proptest::prelude::*;
 use crate::cell;
 use crate::peer::{self, PeerRegion};
 use crate::region::{Geometry, CELL};
+use crate::stage::ShmPull;
 use crate::transport::{ShmEp, ShmRx, ShmTx, Tuning, RESERVE_DIV};
 
 struct End {
@@ -18,16 +20,22 @@ struct End {
     rx: ShmRx,
 }
 
+fn tuning(cma: bool) -> Tuning {
+    Tuning {
+        inline_max: crate::INLINE_MAX,
+        // Where the kernel refuses cross-memory attach, both runs use the files.
+        cma: cma && crate::cma_enabled(),
+        rndv_min: crate::RNDV_MIN,
+        rndv_wait: crate::rndv::WAIT_BASE,
+    }
+}
+
 fn end(cma: bool) -> End {
-    let ep = ShmEp::open(
-        Geometry::new(4, 256).unwrap(),
-        Tuning {
-            inline_max: crate::INLINE_MAX,
-            // Where the kernel refuses cross-memory attach, both runs use the files.
-            cma: cma && crate::cma_enabled(),
-        },
-    )
-    .unwrap();
+    end_with(tuning(cma))
+}
+
+fn end_with(t: Tuning) -> End {
+    let ep = ShmEp::open(Geometry::new(4, 256).unwrap(), t).unwrap();
     let tx = ep.sender();
     let rx = ep.receiver();
     End { ep, tx, rx }
@@ -283,14 +291,7 @@ fn staging_slots_are_reused() {
 
 #[test]
 fn default_region_has_the_documented_size() {
-    let e = ShmEp::open(
-        crate::geometry().unwrap(),
-        Tuning {
-            inline_max: crate::INLINE_MAX,
-            cma: true,
-        },
-    )
-    .unwrap();
+    let e = ShmEp::open(crate::geometry().unwrap(), tuning(true)).unwrap();
     assert_eq!(e.region_bytes(), crate::DEFAULT_REGION_BYTES);
 }
 
@@ -326,4 +327,187 @@ fn large_responses_spill_and_flush_staged() {
         assert!(got.iter().all(|g| g.2 == body), "cma={cma}");
         assert!(!a.ep.backlog());
     }
+}
+
+/// A rendezvous sender that waits (almost) forever: the receiver always takes it.
+fn patient() -> End {
+    end_with(Tuning {
+        rndv_wait: Duration::from_secs(20),
+        ..tuning(true)
+    })
+}
+
+/// A received packet: header and the payload bytes read.
+type Got = (Header, Vec<u8>);
+
+/// Polls `b` on another thread until `n` packets arrived, reading only `keep` bytes of
+/// each remote payload (all when `None`).
+fn receive_on_thread(
+    mut b: End,
+    n: usize,
+    keep: Option<usize>,
+) -> std::thread::JoinHandle<(End, Vec<Got>)> {
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while got.len() < n {
+            b.ep.poll(&mut b.rx, |h, _, p| {
+                let mut buf = vec![0u8; keep.unwrap_or(p.len()).min(p.len())];
+                p.copy_to(0, &mut buf).unwrap();
+                got.push((*h, buf));
+                true
+            });
+            assert!(Instant::now() < deadline, "nothing arrived");
+        }
+        (b, got)
+    })
+}
+
+#[test]
+fn rendezvous_is_read_from_the_senders_buffer() {
+    if !crate::cma_enabled() {
+        return;
+    }
+    let mut a = patient();
+    let b = end(true);
+    let to_b = resolve(&b);
+    let sizes = [crate::RNDV_MIN, 1 << 20, 5 << 20];
+    let rx = receive_on_thread(b, sizes.len(), None);
+    let msgs: Vec<Vec<u8>> = sizes
+        .iter()
+        .map(|&n| (0..n).map(|i| (i * 13 + n) as u8).collect())
+        .collect();
+    for (i, m) in msgs.iter().enumerate() {
+        send(&mut a, &to_b, &tagged(i as u64, m.len()), m).unwrap();
+    }
+    let (_b, got) = rx.join().unwrap();
+    // Nothing was staged: every payload was read where the caller had it.
+    assert_eq!(a.tx.rndv_withdrawn(), 0);
+    for (i, m) in msgs.iter().enumerate() {
+        assert_eq!(got[i].0.tag, i as u64);
+        assert!(got[i].1 == *m, "payload {i} differs");
+    }
+}
+
+#[test]
+fn rendezvous_truncated_read_still_releases_the_sender() {
+    if !crate::cma_enabled() {
+        return;
+    }
+    let mut a = patient();
+    let b = end(true);
+    let to_b = resolve(&b);
+    let rx = receive_on_thread(b, 2, Some(1000));
+    let m: Vec<u8> = (0..(1usize << 20)).map(|i| i as u8).collect();
+    let t = Instant::now();
+    send(&mut a, &to_b, &tagged(1, m.len()), &m).unwrap();
+    send(&mut a, &to_b, &tagged(2, m.len()), &m).unwrap();
+    let (_b, got) = rx.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(a.tx.rndv_withdrawn(), 0);
+    assert_eq!(got[1].1, m[..1000]);
+}
+
+/// A send to an endpoint that this thread polls only after the send returned: the
+/// sender stages the payload after its bound, and the receiver reads the copy.
+#[test]
+fn rendezvous_to_a_late_receiver_is_withdrawn_and_staged() {
+    if !crate::cma_enabled() {
+        return;
+    }
+    let mut a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    // More sends than records: records come back once their receiver finished.
+    for round in 0..3u64 {
+        let mut msgs = Vec::new();
+        for i in 0..(crate::RNDV_RECORDS as u64 / 2) {
+            let m: Vec<u8> = (0..crate::RNDV_MIN + i as usize)
+                .map(|k| (k as u64 * 7 + i + round) as u8)
+                .collect();
+            send(&mut a, &to_b, &tagged(i, m.len()), &m).unwrap();
+            msgs.push(m);
+        }
+        let got = drain(&mut b);
+        assert_eq!(got.len(), msgs.len());
+        for (g, m) in got.iter().zip(&msgs) {
+            assert!(g.2 == *m);
+        }
+    }
+    assert_eq!(a.tx.rndv_withdrawn(), 3 * crate::RNDV_RECORDS as u64 / 2);
+    // To itself, on one thread, with a multi-part payload (staged, no rendezvous).
+    let to_a = resolve(&a);
+    let m = vec![4u8; 200_000];
+    send(&mut a, &to_a, &tagged(9, m.len()), &m).unwrap();
+    a.ep.send(
+        &mut a.tx,
+        &to_a,
+        &tagged(10, m.len()),
+        &[&m[..1000], &m[1000..]],
+    )
+    .unwrap();
+    let got = drain(&mut a);
+    assert_eq!((got.len(), &got[0].2, &got[1].2), (2, &m, &m));
+    assert_eq!(
+        a.tx.rndv_withdrawn(),
+        3 * crate::RNDV_RECORDS as u64 / 2 + 1
+    );
+}
+
+#[test]
+fn rendezvous_to_a_receiver_that_goes_away_fails() {
+    if !crate::cma_enabled() {
+        return;
+    }
+    let mut a = patient();
+    let b = end(true);
+    let to_b = resolve(&b);
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        drop(b);
+    });
+    let m = vec![1u8; 1 << 20];
+    let t = Instant::now();
+    assert_eq!(
+        send(&mut a, &to_b, &tagged(1, m.len()), &m),
+        Err(Error::HostUnreach)
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    closer.join().unwrap();
+}
+
+/// A rendezvous descriptor from a peer naming records it never posted: refused reads,
+/// no panic, and the sender's records untouched.
+#[test]
+fn forged_rendezvous_descriptors_are_refused() {
+    if !crate::cma_enabled() {
+        return;
+    }
+    let a = end(true);
+    let peer = resolve(&a);
+    for (slot, gen) in [(0u32, 0u64), (3, 1), (31, 99)] {
+        let d = cell::Desc {
+            addr: 4096,
+            len: 100_000,
+            slot,
+            mode: cell::Desc::RNDV,
+            gen,
+        };
+        let pull = ShmPull::new(peer.clone(), &d).unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(pull.read(0, &mut buf), Err(Error::Io));
+        pull.finish();
+        assert_eq!(
+            crate::rndv::seen(peer.region.rndv_state(slot as usize), gen),
+            crate::rndv::Seen::Other
+        );
+    }
+    let d = cell::Desc {
+        addr: 0,
+        len: 100_000,
+        slot: crate::RNDV_RECORDS as u32,
+        mode: cell::Desc::RNDV,
+        gen: 1,
+    };
+    assert!(ShmPull::new(peer, &d).is_err());
 }

@@ -28,6 +28,7 @@ use crate::direct::{self, TxDirect};
 use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
 use crate::region::{Region, CELL, CH_CLOSING};
+use crate::rndv;
 use crate::stage::{ShmPull, Stage};
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
@@ -43,6 +44,12 @@ pub struct Tuning {
     pub inline_max: usize,
     /// Whether large payloads use cross-memory attach.
     pub cma: bool,
+    /// Smallest payload of a request sent by rendezvous (with `cma` only): the
+    /// receiver copies it straight from the caller's buffer while the send waits.
+    pub rndv_min: usize,
+    /// Fixed part of a rendezvous sender's wait for its receiver, before it stages the
+    /// payload after all (plus [`crate::rndv::WAIT_PER_MIB`] per MiB).
+    pub rndv_wait: Duration,
 }
 
 /// Requests we sent that wait for a response, by (transmit context, request id): the
@@ -126,6 +133,7 @@ pub struct ShmTx {
     index: FxHashMap<u64, usize>,
     last: usize,
     stage: Option<Stage>,
+    rndv: rndv::Pool,
     direct: TxDirect,
 }
 
@@ -249,8 +257,16 @@ impl ShmTx {
         len: usize,
         reserve: u64,
     ) -> Result<()> {
-        if len <= self.shared.tuning.inline_max {
+        let tuning = &self.shared.tuning;
+        if len <= tuning.inline_max {
             return write_packet(&mut self.chans[i], hdr, parts, len, reserve, None);
+        }
+        if tuning.cma && len >= tuning.rndv_min && !is_response(hdr.op) {
+            if let Some(buf) = single(parts) {
+                if let Some((r, gen)) = self.rndv.post(&self.shared.region, len) {
+                    return self.rendezvous(i, hdr, buf, reserve, r, gen);
+                }
+            }
         }
         let stage = self.stage.as_mut().ok_or(Error::NoMem)?;
         let d = stage.stage(&self.shared.region, &self.chans[i].peer, parts, len)?;
@@ -266,6 +282,60 @@ impl ShmTx {
     }
 }
 
+impl ShmTx {
+    /// How many rendezvous payloads this sender staged after all (their receiver did
+    /// not take them within the bound).
+    pub fn rndv_withdrawn(&self) -> u64 {
+        self.rndv.withdrawn()
+    }
+
+    /// Sends `buf` by rendezvous in record `r` (posted at `gen`): the packet names the
+    /// caller's buffer, and the call returns once the receiver copied it or the sender
+    /// staged it (see [`rndv`]).
+    #[cold]
+    #[inline(never)]
+    fn rendezvous(
+        &mut self,
+        i: usize,
+        hdr: &Header,
+        buf: &[u8],
+        reserve: u64,
+        r: usize,
+        gen: u64,
+    ) -> Result<()> {
+        let own = &self.shared.region;
+        let d = cell::Desc {
+            addr: buf.as_ptr() as u64,
+            len: buf.len() as u64,
+            slot: r as u32,
+            mode: cell::Desc::RNDV,
+            gen,
+        };
+        let ch = &mut self.chans[i];
+        if let Err(e) = write_packet(ch, hdr, &[], buf.len(), reserve, Some(&d)) {
+            self.rndv.cancel(own, r);
+            return Err(e);
+        }
+        // A receiver of this process may be asleep: it must poll for us to go on.
+        if let Some(l) = &ch.peer.local {
+            if let Some(w) = l.waker.get() {
+                w.signal();
+            }
+        }
+        let bound = rndv::bound(self.shared.tuning.rndv_wait, buf.len());
+        self.rndv.wait(own, &ch.peer, r, gen, buf, bound)
+    }
+}
+
+/// The one non-empty part of `parts`, if there is exactly one: what a rendezvous
+/// descriptor can name.
+#[inline]
+fn single<'a>(parts: &[&'a [u8]]) -> Option<&'a [u8]> {
+    let mut it = parts.iter().filter(|p| !p.is_empty());
+    let one = it.next()?;
+    it.next().is_none().then_some(*one)
+}
+
 /// How long a closing endpoint waits for receivers to copy its staged payloads.
 const LINGER: Duration = Duration::from_secs(5);
 
@@ -274,6 +344,7 @@ impl Drop for ShmTx {
         if let Some(stage) = &mut self.stage {
             stage.drain(&self.shared.region, LINGER);
         }
+        self.rndv.drain(&self.shared.region, LINGER);
         for ch in &self.chans {
             ch.peer
                 .region
@@ -383,6 +454,7 @@ impl Transport for ShmEp {
             index: FxHashMap::default(),
             last: 0,
             stage,
+            rndv: rndv::Pool::default(),
             direct: TxDirect::default(),
         }
     }
@@ -522,18 +594,30 @@ impl Transport for ShmEp {
                             untrack(sh, &hdr);
                         }
                         let consumed = match ShmPull::new(peer.clone(), &desc) {
-                            Ok(pull) => f(&hdr, &ch.src, Payload::Remote(&pull)),
+                            Ok(pull) => {
+                                let c = f(&hdr, &ch.src, Payload::Remote(&pull));
+                                if c {
+                                    pull.finish();
+                                }
+                                c
+                            }
                             // Bad descriptor: hand on an empty payload of the wrong
                             // length so the core answers the request with an error.
-                            Err(_) => f(&hdr, &ch.src, Payload::Inline(&[])),
+                            Err(_) => {
+                                let c = f(&hdr, &ch.src, Payload::Inline(&[]));
+                                if c && desc.mode != cell::Desc::RNDV {
+                                    // The slot is of no use to anyone: back to the sender.
+                                    peer.region
+                                        .release(desc.slot as usize)
+                                        .store(desc.gen, Ordering::Release);
+                                }
+                                c
+                            }
                         };
                         if !consumed {
                             stop = true;
                             break;
                         }
-                        peer.region
-                            .release(desc.slot as usize)
-                            .store(desc.gen, Ordering::Release);
                         ch.head += k as u64;
                         n += 1;
                     }

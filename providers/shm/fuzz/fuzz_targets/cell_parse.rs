@@ -21,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
         Ok(Parsed::Large { cells, desc, hdr }) => {
             assert!(cells * 64 <= avail.len());
             assert_eq!(desc.len, hdr.len);
+            if desc.mode == fabric_shm::cell::Desc::RNDV {
+                assert!((desc.slot as usize) < fabric_shm::RNDV_RECORDS);
+            }
         }
         Ok(Parsed::Skip) | Err(_) => {}
     }
