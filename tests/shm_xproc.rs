@@ -2720,10 +2720,12 @@ fn triggered<A: Api>(role: Role, link: &mut dyn Link) {
 fn fence<A: Api>(role: Role, link: &mut dyn Link) {
     const X: usize = 1 << 20;
     const Y: usize = 4096;
+    // The fetch-add's word, apart from the ranges the child checks as they arrive.
+    const Z: usize = X + Y + 8;
     let mut fbuf = [0u8; 8];
     let mut rb = vec![0u8; Y];
     let mut fetched = [0u8; 8];
-    let mut mem = pattern(X + Y, 0x0f);
+    let mut mem = pattern(X + Y + 64, 0x0f);
     let old = mem.clone();
     let new1 = pattern(X, 0x1e);
     let new2 = pattern(Y, 0x2d);
@@ -2758,13 +2760,13 @@ fn fence<A: Api>(role: Role, link: &mut dyn Link) {
         };
         s.n.ep.writemsg(&wm, OpFlags::FENCE).unwrap();
         s.n.ep
-            .write(&100u64.to_ne_bytes(), p, base + 512, key, Context(5))
+            .write(&100u64.to_ne_bytes(), p, base + Z as u64, key, Context(5))
             .unwrap();
         let one = 1u64.to_ne_bytes();
         let am = AtomicMsg {
             operand: &one,
             addr: p,
-            remote_addr: base + 512,
+            remote_addr: base + Z as u64,
             key,
             datatype: Datatype::Uint64,
             op: AtomicOp::Sum,
@@ -2786,14 +2788,14 @@ fn fence<A: Api>(role: Role, link: &mut dyn Link) {
             "fenced atomic last: {order:?}"
         );
         assert!(
-            rb[..] == old[X..],
+            rb[..] == old[X..X + Y],
             "the read before the fenced write saw old data"
         );
         assert_eq!(u64::from_ne_bytes(fetched), 100);
         let mut model = old.clone();
         model[..X].copy_from_slice(&new1);
-        model[X..].copy_from_slice(&new2);
-        model[512..520].copy_from_slice(&101u64.to_ne_bytes());
+        model[X..X + Y].copy_from_slice(&new2);
+        model[Z..Z + 8].copy_from_slice(&101u64.to_ne_bytes());
         s.say(&format!("CHECK {:x}", full_digest(&model)));
         s.hear("OK");
     } else {
