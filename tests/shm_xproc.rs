@@ -7,8 +7,9 @@
 //! `tests/shm_child`). The sides talk in lines: they exchange endpoint names, tell each
 //! other when buffers are posted or messages sent, and report what they observed, and
 //! each side asserts what it can see itself (its completions, counters and memory) and
-//! what the other reports. A failure on the child's side ends the child, which the parent
-//! notices at its next line (or at `Kid::finish`); every wait is bounded.
+//! what the other reports. A failure on the child's side is sent to the parent as a line
+//! (by a panic hook) and ends the child; the parent fails with it at its next line (or
+//! at `Kid::finish`). Every wait is bounded.
 //!
 //! [`matrix!`] instantiates each scenario for the stacks it runs on: one module per stack
 //! (threading level, progress model, AV type, CQ format, the run-time dispatch layer),
@@ -34,6 +35,9 @@ use fabric::atomic::AtomicClass;
 use fabric::dynamic::prelude::*;
 use fabric::prelude::*;
 use shm_child::{hex, unhex, Ctl, Kid, ROLE, STACK};
+
+/// How a side reports its own failure to the other (the panic message follows).
+const FAIL: &str = "FAIL ";
 
 /// Longest one side waits for a line from the other.
 const LINE_DEADLINE: Duration = Duration::from_secs(20);
@@ -101,6 +105,9 @@ fn listen(link: &mut dyn Link, word: &str, drive: &[&dyn DomainOps], auto: bool)
     let deadline = Instant::now() + LINE_DEADLINE;
     loop {
         if let Some(line) = link.poll() {
+            if let Some(why) = line.strip_prefix(FAIL) {
+                panic!("the other side failed: {why}");
+            }
             let rest = line
                 .strip_prefix(word)
                 .filter(|r| r.is_empty() || r.starts_with(' '));
@@ -309,6 +316,9 @@ fn pump(from: &mut Kid, to: &mut Kid, open: &mut bool) -> bool {
     }
     match from.lines.try_recv() {
         Ok(l) => {
+            if let Some(why) = l.strip_prefix(FAIL) {
+                panic!("a side failed: {why}");
+            }
             if matches!(to.child.try_wait(), Ok(None)) {
                 to.say(&l);
             }
@@ -376,6 +386,17 @@ fn child_entry() {
         "C" => Role::C,
         other => panic!("unknown side {other}"),
     };
+    // A failure here is reported to the other side, whose test then fails with it.
+    let report = std::panic::take_hook();
+    let who = format!(
+        "side {side:?} of {stack}::{scen} (pid {})",
+        std::process::id()
+    );
+    std::panic::set_hook(Box::new(move |info| {
+        let what = info.to_string().replace('\n', " | ");
+        println!("@@ {FAIL}{who}: {what}");
+        report(info);
+    }));
     if std::env::var("FABRIC_SHM_CMA").is_ok_and(|v| v == "0") {
         assert!(!fabric_shm::cma_enabled(), "FABRIC_SHM_CMA=0 is obeyed");
     }
