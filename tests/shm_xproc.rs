@@ -2856,10 +2856,14 @@ fn fence<A: Api>(role: Role, link: &mut dyn Link) {
 const DUPLEX: usize = 48;
 const DUPLEX_SIZES: [usize; 6] = [0, 49, 4096, 8193, 65_536, 1 << 20];
 
-/// Both sides post directed tagged receives (in reverse tag order), then send to each
-/// other at the same time, as fast as the queues take it, reaping completions as they
-/// come: every message lands in the receive of its tag intact, every send completes,
-/// the counters agree.
+/// Tags of [`duplex`]: fewer than the sizes, so each tag carries every size class.
+const DUPLEX_TAGS: usize = 4;
+
+/// Both sides post directed tagged receives, then send to each other at the same time,
+/// as fast as the queues take it, reaping completions as they come. Messages of one tag
+/// (inline, staged and cross-memory-attach sizes mixed) must match that tag's receives
+/// in sending order, so every receive gets exactly its message, intact; every send
+/// completes; the counters agree.
 fn duplex<A: Api>(role: Role, link: &mut dyn Link) {
     let mut bufs: Vec<Vec<u8>> = (0..DUPLEX)
         .map(|i| vec![0u8; DUPLEX_SIZES[i % DUPLEX_SIZES.len()] + SLACK])
@@ -2871,11 +2875,12 @@ fn duplex<A: Api>(role: Role, link: &mut dyn Link) {
     let mine: Vec<Vec<u8>> = (0..DUPLEX)
         .map(|i| pattern(size(i), seed(role, i)))
         .collect();
-    for (i, b) in bufs.iter_mut().enumerate().rev() {
+    let tag = |i: usize| (i % DUPLEX_TAGS) as u64;
+    for (i, b) in bufs.iter_mut().enumerate() {
         // SAFETY: `bufs` outlives the node; read after the completions.
         unsafe {
             s.n.ep
-                .trecv(b, s.peer, i as u64, 0, Context(1000 + i))
+                .trecv(b, s.peer, tag(i), 0, Context(1000 + i))
                 .unwrap()
         };
     }
@@ -2888,7 +2893,7 @@ fn duplex<A: Api>(role: Role, link: &mut dyn Link) {
             match s
                 .n
                 .ep
-                .tsend(&mine[sent], s.peer, sent as u64, Context(1 + sent))
+                .tsend(&mine[sent], s.peer, tag(sent), Context(1 + sent))
             {
                 Ok(()) => sent += 1,
                 Err(Error::Again) => {}
@@ -2907,7 +2912,7 @@ fn duplex<A: Api>(role: Role, link: &mut dyn Link) {
                         Context(c),
                         CqFlags::RECV | CqFlags::TAGGED,
                         Some(size(i)),
-                        Some(i as u64),
+                        Some(tag(i)),
                         None,
                     );
                     seen[i] = true;
@@ -2943,6 +2948,82 @@ fn duplex<A: Api>(role: Role, link: &mut dyn Link) {
     }
     assert_eq!(s.n.cntr_tx.read(), DUPLEX as u64);
     assert_eq!(s.n.cntr_rx.read(), DUPLEX as u64);
+    s.quiet();
+    s.finish();
+}
+
+/// Writes and reads each side has in flight at once in [`rma_duplex`].
+const RMA_WINDOW: usize = 16;
+/// Each side's region in [`rma_duplex`]: the other writes the first half and reads
+/// the second.
+const RMA_HALF: usize = 2 << 20;
+
+/// Both sides at once: each posts [`RMA_WINDOW`] writes (64 KiB and 224 KiB, each odd
+/// one overlapping the one before) into the first half of the other's region and as
+/// many reads of its second half, all outstanding together, then reaps them: the reads
+/// return the other's initial pattern, and afterwards each side's first half holds
+/// exactly what the other wrote, the later of two overlapping writes on top.
+fn rma_duplex<A: Api>(role: Role, link: &mut dyn Link) {
+    let mut reads: Vec<Vec<u8>> = (0..RMA_WINDOW).map(|_| vec![0u8; 64 << 10]).collect();
+    let seed = |r: Role| if r == Role::P { 0x71 } else { 0x72 };
+    let mut mem = pattern(2 * RMA_HALF, seed(role));
+    let mut s = Side::<A>::open(role, link, |_| {});
+    let other = if s.is_p() { Role::C } else { Role::P };
+    let mr = A::mr_reg(&s.n.domain, &mut mem, &mr_attr(RW, 0xd0)).unwrap();
+    s.say(&format!("MR {:x} {:x}", mr.remote_addr(), mr.key()));
+    let v = nums(&s.hear("MR"));
+    let (p, base, key) = (s.peer, v[0], v[1]);
+    // Even write i covers 64 KiB at i * 128 KiB; odd write i the 224 KiB from 32 KiB into
+    // the previous one up to the next: it overlaps the previous write, which was posted
+    // first, so (write-after-write ordering) its bytes are the ones that stay.
+    let span = |i: usize| {
+        if i % 2 == 0 {
+            (i * (128 << 10), 64 << 10)
+        } else {
+            ((i - 1) * (128 << 10) + (32 << 10), 224 << 10)
+        }
+    };
+    let data: Vec<Vec<u8>> = (0..RMA_WINDOW)
+        .map(|i| pattern(span(i).1, 0x100 * seed(role) + i as u64))
+        .collect();
+    s.sync("go");
+    for (i, d) in data.iter().enumerate() {
+        let (off, _) = span(i);
+        s.retry(|| s.n.ep.write(d, p, base + off as u64, key, Context(1 + i)));
+    }
+    for (i, r) in reads.iter_mut().enumerate() {
+        let off = RMA_HALF + i * (64 << 10);
+        // SAFETY: `reads` outlives the node; read after every completion is reaped.
+        s.retry(|| unsafe {
+            s.n.ep
+                .read(&mut *r, p, base + off as u64, key, Context(100 + i))
+        });
+    }
+    let ctxs: Vec<usize> = (1..=RMA_WINDOW).chain(100..100 + RMA_WINDOW).collect();
+    for e in s.collect(&ctxs) {
+        let c = e.context().0;
+        let (flags, len) = if c < 100 {
+            (CqFlags::RMA | CqFlags::WRITE, span(c - 1).1)
+        } else {
+            (CqFlags::RMA | CqFlags::READ, 64 << 10)
+        };
+        check_entry(&e, Context(c), flags, Some(len), None, None);
+    }
+    let theirs = pattern(2 * RMA_HALF, seed(other));
+    for (i, r) in reads.iter().enumerate() {
+        let off = RMA_HALF + i * (64 << 10);
+        assert!(r[..] == theirs[off..off + r.len()], "read {i}");
+    }
+    // Both are done: what the other wrote is here, in its order.
+    s.sync("done");
+    let mut want = pattern(2 * RMA_HALF, seed(role));
+    for i in 0..RMA_WINDOW {
+        let (off, n) = span(i);
+        want[off..off + n].copy_from_slice(&pattern(n, 0x100 * seed(other) + i as u64));
+    }
+    assert!(snapshot(&mr) == want, "the region after the other's writes");
+    assert_eq!(s.n.cntr_rx.read(), 2 * RMA_WINDOW as u64);
+    assert_eq!(s.n.cntr_tx.read(), 2 * RMA_WINDOW as u64);
     s.quiet();
     s.finish();
 }
@@ -3160,7 +3241,7 @@ fn wait_fd<A: Api>(role: Role, link: &mut dyn Link) {
 matrix! {
     default: St<Stack<Prov>> => [
         data, matching, multi_recv, cancel_unexpected, truncation, rma, rma_prov_keys,
-        atomics, triggered, fence, duplex, atomics_concurrent, blocking_waits,
+        atomics, triggered, fence, duplex, rma_duplex, atomics_concurrent, blocking_waits,
         #[ignore = "bug: with manual progress the fd of an FI_WAIT_FD CQ is never signalled \
                     for a message from another process (only same-process peers ring the \
                     domain doorbell): poll(2) after fi_trywait sleeps until its timeout"]
@@ -3172,7 +3253,7 @@ matrix! {
         atomic_read_mr_counter,
     ];
     completion: St<Stack<Prov, ThreadCompletion, Manual>> => [
-        data_core, matching, rma, atomics, triggered, fence,
+        data_core, matching, rma, atomics, triggered, fence, rma_duplex,
     ];
     endpoint_map: St<Stack<Prov, ThreadEndpoint, Manual, CqTagged, Map>> => [
         data_core, matching, rma, triggered,
@@ -3180,7 +3261,7 @@ matrix! {
     safe: St<Stack<Prov, ThreadSafe>> => [data_core, matching, rma, fence];
     safe_auto: St<Stack<Prov, ThreadSafe, Auto>> => [
         data, matching, multi_recv, cancel_unexpected, rma, atomics, triggered, fence, duplex,
-        atomics_concurrent, blocking_waits, wait_fd,
+        rma_duplex, atomics_concurrent, blocking_waits, wait_fd,
     ];
     completion_auto_map: St<Stack<Prov, ThreadCompletion, Auto, CqTagged, Map>> => [
         data_core, matching, rma, triggered, duplex, blocking_waits, wait_fd,
@@ -3197,6 +3278,6 @@ matrix! {
     dyn_default: Dy<DynDefault> => [data_core, matching, rma, atomics, triggered];
     dyn_safe_auto: Dy<DynSafeAuto> => [data_core, matching, rma, duplex];
     bounce: St<Stack<Prov>>, env = &[("FABRIC_SHM_CMA", "0")] => [
-        data, matching, cancel_unexpected, rma,
+        data, matching, cancel_unexpected, rma, duplex, rma_duplex,
     ];
 }
