@@ -2977,7 +2977,7 @@ fn rma_duplex<A: Api>(role: Role, link: &mut dyn Link) {
     // the previous one up to the next: it overlaps the previous write, which was posted
     // first, so (write-after-write ordering) its bytes are the ones that stay.
     let span = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             (i * (128 << 10), 64 << 10)
         } else {
             ((i - 1) * (128 << 10) + (32 << 10), 224 << 10)
