@@ -143,6 +143,15 @@ bitflags! {
     }
 }
 
+impl OpFlags {
+    /// `FI_INJECT` as the `fi_inject*` calls pass it: they never write a success
+    /// completion, while a `*msg` call or an endpoint default with `FI_INJECT` only frees
+    /// the buffer early and completes as usual (fi_msg(3)). The extra bit is no libfabric
+    /// flag; it stays inside the crate.
+    pub(crate) const INJECT_CALL: OpFlags =
+        OpFlags::from_bits_retain(OpFlags::INJECT.bits() | 1 << 62);
+}
+
 bitflags! {
     /// Flags reported in completion entries (`FI_SEND`, `FI_RECV`, `FI_TAGGED`, ...).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -3326,20 +3326,11 @@ matrix! {
     default: St<Stack<Prov>> => [
         data, matching, multi_recv, cancel_unexpected, truncation, rma, rma_prov_keys,
         atomics, triggered, fence, duplex, rma_duplex, atomics_concurrent, blocking_waits,
-        #[ignore = "bug: fi_sendmsg / fi_tsendmsg / fi_writemsg with FI_INJECT write no CQ \
-                    entry on an endpoint without selective completion (post_tx in \
-                    src/endpoint/tx.rs: want = !flags.contains(INJECT) && ..., INJECT being \
-                    also the internal marker of fi_inject); fi_msg(3) suppresses the entry \
-                    only for fi_inject (FI_INJECT + selective completion - FI_COMPLETION)"]
         msg_inject_flag,
         #[ignore = "bug: with manual progress the fd of an FI_WAIT_FD CQ is never signalled \
                     for a message from another process (only same-process peers ring the \
                     domain doorbell): poll(2) after fi_trywait sleeps until its timeout"]
         wait_fd,
-        #[ignore = "bug: a remote FI_ATOMIC_READ is counted by an MR counter bound \
-                    FI_REMOTE_WRITE, not by one bound FI_REMOTE_READ (Ep::on_atomic in \
-                    src/endpoint/target.rs filters the MR counter by REMOTE_WRITE for every \
-                    op, while the endpoint counter and the access check treat it as a read)"]
         atomic_read_mr_counter,
     ];
     completion: St<Stack<Prov, ThreadCompletion, Manual>> => [

@@ -222,7 +222,7 @@ macro_rules! tx_calls {
                 self.ep().post_tx(
                     self.txi(),
                     &req(Op::Msg, &[buf], dest, Context::NULL),
-                    self.tx_flags | OpFlags::INJECT,
+                    self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
             /// `fi_senddata`: with remote CQ data.
@@ -246,7 +246,7 @@ macro_rules! tx_calls {
                 let mut r = req(Op::Msg, &b, dest, Context::NULL);
                 r.data = Some(data);
                 self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_tsend`.
             #[inline]
@@ -290,7 +290,7 @@ macro_rules! tx_calls {
                 let mut r = req(Op::Tagged, &b, dest, Context::NULL);
                 r.tag = tag;
                 self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_inject` of a fixed-size array: an array longer than the provider's
             /// [`InjectSize`](crate::Provider::InjectSize) does not compile, and the
@@ -306,7 +306,7 @@ macro_rules! tx_calls {
                 self.ep().post_tx_sized::<true>(
                     self.txi(),
                     &req(Op::Msg, &b, dest, Context::NULL),
-                    self.tx_flags | OpFlags::INJECT,
+                    self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
             /// `fi_injectdata` of a fixed-size array, as [`Self::inject_array`].
@@ -323,8 +323,11 @@ macro_rules! tx_calls {
                 let b = [&buf[..]];
                 let mut r = req(Op::Msg, &b, dest, Context::NULL);
                 r.data = Some(data);
-                self.ep()
-                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                self.ep().post_tx_sized::<true>(
+                    self.txi(),
+                    &r,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_tinject` of a fixed-size array, as [`Self::inject_array`]:
             ///
@@ -347,8 +350,11 @@ macro_rules! tx_calls {
                 let b = [&buf[..]];
                 let mut r = req(Op::Tagged, &b, dest, Context::NULL);
                 r.tag = tag;
-                self.ep()
-                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                self.ep().post_tx_sized::<true>(
+                    self.txi(),
+                    &r,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_tinjectdata` of a fixed-size array, as [`Self::inject_array`].
             #[inline]
@@ -366,8 +372,11 @@ macro_rules! tx_calls {
                 let mut r = req(Op::Tagged, &b, dest, Context::NULL);
                 r.tag = tag;
                 r.data = Some(data);
-                self.ep()
-                    .post_tx_sized::<true>(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                self.ep().post_tx_sized::<true>(
+                    self.txi(),
+                    &r,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_tsenddata`.
             #[inline]
@@ -393,7 +402,7 @@ macro_rules! tx_calls {
                 r.tag = tag;
                 r.data = Some(data);
                 self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_write`: the local buffer is copied before the call returns; completion
             /// (or an error entry for a bad key, range or permission) follows the target's
@@ -460,7 +469,7 @@ macro_rules! tx_calls {
                     key,
                 };
                 self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_writedata`: the target gets a CQ entry with `data`.
             #[inline]
@@ -502,7 +511,7 @@ macro_rules! tx_calls {
                 };
                 r.data = Some(data);
                 self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT)
+                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_read`.
             ///
@@ -606,7 +615,7 @@ macro_rules! tx_calls {
                     context: Context::NULL,
                     data: 0,
                 };
-                self.atomicmsg(&m, self.tx_flags | OpFlags::INJECT)
+                self.atomicmsg(&m, self.tx_flags | OpFlags::INJECT_CALL)
             }
             /// `fi_atomicmsg`.
             #[inline]

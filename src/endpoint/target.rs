@@ -228,10 +228,13 @@ impl<S: Config> EpInner<S> {
             let target = unsafe { mem::region_mut(c.addr, c.len) };
             let fetch_buf = if fetch { Some(&mut *old) } else { None };
             atomic::apply(class, op, dt, target, operand, compare, fetch_buf)?;
-            Ok(user
-                .cntr
-                .clone()
-                .filter(|_| user.cntr_flags.contains(BindFlags::REMOTE_WRITE)))
+            // Counted as the endpoint's counters count it: a read or a write.
+            let kind = if op == AtomicOp::AtomicRead {
+                BindFlags::REMOTE_READ
+            } else {
+                BindFlags::REMOTE_WRITE
+            };
+            Ok(user.cntr.clone().filter(|_| user.cntr_flags.contains(kind)))
         });
         match res {
             Ok(mr_cntr) => {

@@ -79,7 +79,7 @@ impl<S: Config> EpInner<S> {
         r: &TxReq<'_>,
         flags: OpFlags,
     ) -> Result<()> {
-        let want = !flags.contains(OpFlags::INJECT)
+        let want = !flags.contains(OpFlags::INJECT_CALL)
             && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
         let (cflags, ck) = completion_kind(r);
         if want {
