@@ -254,6 +254,14 @@ impl<S: Config> Cq<S> {
     /// `fi_trywait` for this CQ: `Ok(())` when it is safe to block on the wait object,
     /// `Err(Again)` when completions are ready (read them first).
     pub fn trywait(&self) -> Result<()> {
+        if !<S::Progress as Progress>::AUTO {
+            // The application is about to sleep on the fd: peers in other processes
+            // cannot ring the domain's waiter, so the transports are told which pipe to
+            // write to; the progress below then sees anything sent before.
+            if let Some(target) = self.inner.waiter.as_ref().and_then(|w| w.remote_signal()) {
+                self.inner.domain.arm_wake(target);
+            }
+        }
         self.progress();
         if self.inner.pending() > 0 {
             return Err(Error::Again);

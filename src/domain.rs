@@ -134,6 +134,16 @@ impl<S: Config> DomainInner<S> {
         n
     }
 
+    /// Arms every endpoint's transport to write to the pipe `target` when a packet
+    /// from another process arrives ([`Transport::arm_wake`]).
+    pub(crate) fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
+        self.eps.with(|eps| {
+            for ep in eps.iter() {
+                crate::provider::Transport::arm_wake(&ep.transport, target);
+            }
+        });
+    }
+
     pub(crate) fn run_triggers(&self) {
         if !self.has_trig.load(Ordering::Acquire) {
             return;

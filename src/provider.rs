@@ -156,6 +156,18 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
+
+    /// Arms cross-process wake-ups before an application sleeps on an `FI_WAIT_FD`
+    /// completion queue under manual progress (`Cq::trywait` calls it, then checks for
+    /// work one last time): the next packet a peer in another process sends to this
+    /// endpoint should make the pipe `target` (its write end in this process and its
+    /// inode, [`Waiter::remote_signal`]) readable. When this returns, a packet published
+    /// before the call must be visible to the check that follows. Peers in this process
+    /// ring the domain's waiter instead, so the default does nothing.
+    #[inline]
+    fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
+        let _ = target;
+    }
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
 }

@@ -14,7 +14,7 @@
 //! delivers, usually with nobody waiting. It then costs one plain load: it reads the
 //! number of live [`WaitToken`]s and, when that is zero, neither bumps the sequence
 //! (nobody holds a snapshot to compare it with) nor notifies; for `FI_WAIT_FD` it
-//! also loads the fd's "already signaled" flag and writes the eventfd only if it is
+//! also loads the fd's "already signaled" flag and writes the pipe only if it is
 //! clear. With a registered token it costs one atomic `fetch_add`: the state word
 //! packs the sequence number (high 32 bits) with the number of threads blocked on the
 //! condition variable (low 32 bits), so that single RMW both publishes the signal and
@@ -41,7 +41,7 @@
 //!
 //! Kinds:
 //! - `FI_WAIT_MUTEX_COND` (and `FI_WAIT_UNSPEC`, which resolves to it): `Mutex` + `Condvar`.
-//! - `FI_WAIT_FD`: a Linux `eventfd`, readable while signaled, for the application's
+//! - `FI_WAIT_FD`: a pipe, readable while signaled, for the application's
 //!   `epoll`; written at most once per [`clear`](Waiter::clear) cycle. One waiting
 //!   thread at a time blocks in `poll(2)` on it and drains it when woken; further
 //!   concurrent waiters use a condition variable, because a drain by one poller could
@@ -54,6 +54,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -136,10 +137,17 @@ impl Cond {
     }
 }
 
-/// The eventfd of an `FI_WAIT_FD` waiter.
+/// The pipe of an `FI_WAIT_FD` waiter: readable while signaled. A pipe rather than an
+/// eventfd because peers in other processes can open its write end through
+/// `/proc/<pid>/fd/<n>` (an eventfd cannot be reopened that way) to wake a thread
+/// that sleeps on the read end ([`Waiter::remote_signal`]).
 struct FdSignal {
-    /// Owns the eventfd (closed on drop); `File` gives safe `read`/`write` on it.
+    /// The read end (closed on drop): what applications poll.
     file: File,
+    /// The write end.
+    tx: File,
+    /// The pipe's inode, which names it to remote signalers.
+    ino: u64,
     /// True from the write that made the fd readable until the next drain, so
     /// repeated signals do not repeat the `write` syscall.
     signaled: AtomicBool,
@@ -150,15 +158,21 @@ struct FdSignal {
 
 impl FdSignal {
     fn new() -> Result<Self> {
-        // SAFETY: eventfd takes no pointers; the flags are valid constants.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill; the flags are
+        // valid constants.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
-        // SAFETY: `fd` was just returned by eventfd, is valid and owned by nobody else.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: both fds were just returned by pipe2, are valid and owned by nobody
+        // else.
+        let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let file = File::from(rx);
+        let ino = file.metadata()?.ino();
         Ok(FdSignal {
-            file: File::from(owned),
+            file,
+            tx: File::from(tx),
+            ino,
             signaled: AtomicBool::new(false),
             poller: AtomicBool::new(false),
         })
@@ -178,9 +192,9 @@ impl FdSignal {
     #[cold]
     fn write(&self) {
         loop {
-            match (&self.file).write(&1u64.to_ne_bytes()) {
+            match (&self.tx).write(&[1]) {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // EAGAIN means the counter is saturated: the fd is readable anyway.
+                // EAGAIN means the pipe is full: the fd is readable anyway.
                 _ => return,
             }
         }
@@ -194,14 +208,16 @@ impl FdSignal {
     /// The other order could leave the flag set with the fd unreadable, so no later
     /// signal would ever make it readable again.
     fn drain(&self) -> bool {
-        let mut buf = [0u8; 8];
-        let consumed = loop {
+        let mut buf = [0u8; 64];
+        let mut consumed = false;
+        loop {
             match (&self.file).read(&mut buf) {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Ok(8) => break true,
-                _ => break false,
+                // Several signalers (remote ones too) may each have written a byte.
+                Ok(n) if n > 0 => consumed = true,
+                _ => break,
             }
-        };
+        }
         self.signaled.store(false, SeqCst);
         consumed
     }
@@ -291,7 +307,7 @@ impl Waiter {
     ///
     /// `WaitObj::Unspec` resolves to `MutexCond` (what [`kind`](Self::kind) then
     /// reports). `WaitObj::Set` is `Err(Error::Inval)`: a wait set owns a `Waiter`
-    /// rather than being one. `Fd` may fail with the `eventfd(2)` error (e.g.
+    /// rather than being one. `Fd` may fail with the `pipe2(2)` error (e.g.
     /// `Error::MFile`).
     pub fn new(kind: WaitObj) -> Result<Self> {
         let (kind, cond, fd) = match kind {
@@ -437,7 +453,7 @@ impl Waiter {
     /// Wakes all threads waiting with tokens taken before this call.
     ///
     /// With no live token it is one load (no atomic RMW), plus for `FI_WAIT_FD` one
-    /// load of the fd flag and an `eventfd` write only if the fd is not already
+    /// load of the fd flag and a pipe write only if the fd is not already
     /// signaled; with tokens alive, one atomic `fetch_add`. See the module docs for
     /// the store-buffer window. A no-op for `FI_WAIT_NONE`.
     #[inline]
@@ -473,7 +489,7 @@ impl Waiter {
         }
     }
 
-    /// For `FI_WAIT_FD`: the eventfd, readable while signaled (to add to the
+    /// For `FI_WAIT_FD`: the pipe's read end, readable while signaled (to add to the
     /// application's `epoll`/`poll` set). `None` for other kinds.
     ///
     /// The protocol for the application is `clear()`, then check the queue, then
@@ -484,7 +500,15 @@ impl Waiter {
         self.fd.as_ref().map(|f| f.file.as_raw_fd())
     }
 
-    /// Consumes a pending fd signal (a non-blocking drain of the eventfd), so the fd
+    /// For `FI_WAIT_FD`: the write end of the pipe behind [`fd`](Self::fd), as (fd
+    /// number in this process, inode), for providers whose peers in other processes
+    /// wake a sleeper by writing a byte to it (opened through `/proc/<pid>/fd/<n>`,
+    /// after checking the inode). `None` for other kinds.
+    pub fn remote_signal(&self) -> Option<(RawFd, u64)> {
+        self.fd.as_ref().map(|f| (f.tx.as_raw_fd(), f.ino))
+    }
+
+    /// Consumes a pending fd signal (a non-blocking drain of the pipe), so the fd
     /// is readable again only after the next [`signal`](Self::signal). Signals that
     /// race with `clear` may be consumed: check the condition after clearing.
     /// A no-op for other kinds.
@@ -715,10 +739,35 @@ mod tests {
         for _ in 0..1000 {
             w.signal();
         }
+        // One byte in the pipe: the other 999 signals found the fd readable already.
         let mut buf = [0u8; 8];
         let f = &w.fd.as_ref().unwrap().file;
-        assert_eq!((&*f).read(&mut buf).unwrap(), 8);
-        assert_eq!(u64::from_ne_bytes(buf), 1);
+        assert_eq!((&*f).read(&mut buf).unwrap(), 1);
+    }
+
+    /// The write end handed to remote signalers reopens through `/proc` (what a peer
+    /// process does) with the advertised inode, and its byte makes the fd readable
+    /// until `clear`.
+    #[test]
+    fn remote_signal_reopens_through_proc() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let w = Waiter::new(WaitObj::Fd).unwrap();
+        let (fd, ino) = w.remote_signal().unwrap();
+        let path = format!("/proc/{}/fd/{fd}", std::process::id());
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        let m = f.metadata().unwrap();
+        assert!(m.file_type().is_fifo());
+        assert_eq!(m.ino(), ino);
+        assert!(!readable(w.fd().unwrap()));
+        f.write_all(&[1]).unwrap();
+        f.write_all(&[1]).unwrap();
+        assert!(readable(w.fd().unwrap()));
+        w.clear();
+        assert!(!readable(w.fd().unwrap()), "clear drains every byte");
+        assert_eq!(
+            Waiter::new(WaitObj::MutexCond).unwrap().remote_signal(),
+            None
+        );
     }
 
     #[test]

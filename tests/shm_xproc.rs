@@ -3327,9 +3327,6 @@ matrix! {
         data, matching, multi_recv, cancel_unexpected, truncation, rma, rma_prov_keys,
         atomics, triggered, fence, duplex, rma_duplex, atomics_concurrent, blocking_waits,
         msg_inject_flag,
-        #[ignore = "bug: with manual progress the fd of an FI_WAIT_FD CQ is never signalled \
-                    for a message from another process (only same-process peers ring the \
-                    domain doorbell): poll(2) after fi_trywait sleeps until its timeout"]
         wait_fd,
         atomic_read_mr_counter,
     ];

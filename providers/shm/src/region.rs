@@ -51,6 +51,8 @@ const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
 const OFF_STAGE: usize = OFF_WAKE + 8;
 const OFF_DIR_FD: usize = OFF_WAKE + 40;
 const OFF_DIR_LEN: usize = OFF_WAKE + 48;
+/// The inode of the pipe the wake word names.
+const OFF_WAKE_INO: usize = OFF_WAKE + 56;
 /// Rendezvous records, a line each: state, staged address, then the receiver's
 /// request for help (destination address, payload offset, length).
 const OFF_RNDV: usize = OFF_WAKE + 64;
@@ -304,10 +306,35 @@ impl Region {
         self.atomic(OFF_RNDV + RNDV_STRIDE * (r % RNDV_RECORDS) + 16 + 8 * (i % 4))
     }
 
-    /// The wake word: non-zero while the owner sleeps in a blocking wait.
+    /// The wake word: while non-zero, the owner may be asleep on a pipe whose write
+    /// end is descriptor `word - 1` of its process (inode at `OFF_WAKE_INO`).
     #[inline]
-    pub fn wake_word(&self) -> &AtomicU64 {
+    fn wake_word(&self) -> &AtomicU64 {
         self.atomic(OFF_WAKE)
+    }
+
+    /// Owner: asks the next sender from another process to write to pipe `fd`
+    /// (write end in this process, inode `ino`). SeqCst: the caller then makes
+    /// concurrent senders' stores visible (`sys::membarrier_global`) before it checks
+    /// its channels one last time.
+    pub fn arm_wake(&self, fd: u32, ino: u64) {
+        self.atomic(OFF_WAKE_INO).store(ino, Ordering::Relaxed);
+        self.wake_word().store(u64::from(fd) + 1, Ordering::SeqCst);
+    }
+
+    /// Sender, after publishing a packet: whether the owner asked to be woken (one
+    /// load of a line the owner writes only when it arms).
+    #[inline]
+    pub fn wake_armed(&self) -> bool {
+        self.wake_word().load(Ordering::Relaxed) != 0
+    }
+
+    /// Sender: takes the owner's wake request, if still there (one sender wins):
+    /// (descriptor, inode) of the owner's pipe, unvalidated.
+    pub fn take_wake(&self) -> Option<(u32, u64)> {
+        let w = self.wake_word().swap(0, Ordering::AcqRel);
+        let fd = u32::try_from(w.checked_sub(1)?).ok()?;
+        Some((fd, self.atomic(OFF_WAKE_INO).load(Ordering::Relaxed)))
     }
 
     /// Publishes the owner's staging file `i` (0: near, 1: far).

@@ -206,6 +206,55 @@ impl Drop for ReadOnlyMapping {
 }
 
 /// This process's id.
+/// Registers this process for `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` (once):
+/// a receiver arming its wake-up then makes our sends' stores visible with one call,
+/// so senders need no fence of their own. Whether it worked (Linux ≥ 4.16).
+pub fn membarrier_registered() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        // SAFETY: membarrier takes no pointers; command and flags are valid constants.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                libc::MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                0,
+                0,
+            ) == 0
+        }
+    })
+}
+
+/// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: every thread of every registered
+/// process passes a full memory barrier before this returns. `false` if unsupported.
+pub fn membarrier_global() -> bool {
+    // SAFETY: membarrier takes no pointers; command and flags are valid constants.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            libc::MEMBARRIER_CMD_GLOBAL_EXPEDITED,
+            0,
+            0,
+        ) == 0
+    }
+}
+
+/// Writes one byte to the pipe `fd` of process `pid` if it still is the pipe with
+/// inode `ino` (a descriptor number may have been reused since it was published).
+pub fn poke_pipe(pid: u32, fd: u32, ino: u64) {
+    let Ok(f) = open_proc_fd(pid, fd, libc::O_WRONLY | libc::O_NONBLOCK) else {
+        return;
+    };
+    let file = std::fs::File::from(f);
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    match file.metadata() {
+        Ok(m) if m.file_type().is_fifo() && m.ino() == ino => {}
+        _ => return,
+    }
+    // A full pipe is readable anyway; any other failure leaves the sleeper to its
+    // own timeout, as a peer that never sent would.
+    let _ = std::io::Write::write(&mut &file, &[1]);
+}
+
 pub fn getpid() -> u32 {
     std::process::id()
 }

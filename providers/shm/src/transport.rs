@@ -30,6 +30,7 @@ use crate::peer::{self, Local, PeerRegion};
 use crate::region::{Region, CELL, CH_CLOSING};
 use crate::rndv;
 use crate::stage::{ShmPull, Stage};
+use crate::sys;
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
 /// `RESERVE_DIV`.
@@ -95,6 +96,9 @@ impl ShmEp {
         }
         let local = Arc::new(Local::default());
         peer::register_local(nonce, &local);
+        // Registered before any send, so receivers that arm their wake-up can flush
+        // this process's stores (see `ring`).
+        sys::membarrier_registered();
         Ok(ShmEp {
             shared: Arc::new(EpShared {
                 region,
@@ -233,7 +237,7 @@ impl ShmTx {
         for i in 0..self.chans.len() {
             while let Some((hdr, body)) = self.chans[i].spill.pop_front() {
                 match self.put(i, &hdr, &[&body], body.len(), 0) {
-                    Ok(()) => {}
+                    Ok(()) => ring(&self.chans[i].peer),
                     Err(_) if self.chans[i].peer.known_dead() => self.chans[i].spill.clear(),
                     Err(_) => {
                         self.chans[i].spill.push_front((hdr, body));
@@ -316,12 +320,8 @@ impl ShmTx {
             self.rndv.cancel(own, r);
             return Err(e);
         }
-        // A receiver of this process may be asleep: it must poll for us to go on.
-        if let Some(l) = &ch.peer.local {
-            if let Some(w) = l.waker.get() {
-                w.signal();
-            }
-        }
+        // The receiver may be asleep: it must poll for us to go on.
+        ring(&ch.peer);
         let bound = rndv::bound(self.shared.tuning.rndv_wait, buf.len());
         self.rndv.wait(own, &ch.peer, r, gen, buf, bound)
     }
@@ -526,11 +526,7 @@ impl Transport for ShmEp {
             }
             return Err(e);
         }
-        if let Some(l) = &to.local {
-            if let Some(w) = l.waker.get() {
-                w.signal();
-            }
-        }
+        ring(to);
         Ok(())
     }
 
@@ -668,6 +664,16 @@ impl Transport for ShmEp {
         direct::run(&mut tx.direct, to, hdr, payload, hold, out)
     }
 
+    fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
+        let Ok(fd) = u32::try_from(target.0) else {
+            return;
+        };
+        self.shared.region.arm_wake(fd, target.1);
+        // Every registered sender passes a full barrier: a packet it published before
+        // reading the (then unarmed) wake word is visible to the caller's last check.
+        sys::membarrier_global();
+    }
+
     fn set_waker(&self, waker: Arc<Waiter>) {
         let _ = self.shared.local.waker.set(waker);
     }
@@ -681,6 +687,43 @@ impl Drop for ShmEp {
     fn drop(&mut self) {
         self.shared.region.set_closed();
         peer::unregister_local(self.shared.name.nonce);
+    }
+}
+
+/// Wakes `peer` after a packet was published to it: the domain waiter of a peer in
+/// this process, and a peer in another process only if it armed its wake-up (about to
+/// sleep on a pipe, [`Transport::arm_wake`]).
+///
+/// The wake word is read after the packet's stamp was stored. The receiver arms, then
+/// issues `membarrier(GLOBAL_EXPEDITED)` before its last look at the rings, which
+/// stands in for the store-load fence this side would otherwise need on every send:
+/// either the receiver sees the packet or this side sees the request. Without
+/// membarrier the fence is real.
+#[inline]
+fn ring(peer: &PeerRegion) {
+    match &peer.local {
+        Some(l) => {
+            if let Some(w) = l.waker.get() {
+                w.signal();
+            }
+        }
+        None => {
+            if sys::membarrier_registered() {
+                std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            } else {
+                std::sync::atomic::fence(Ordering::SeqCst);
+            }
+            if peer.region.wake_armed() {
+                wake_remote(peer);
+            }
+        }
+    }
+}
+
+#[cold]
+fn wake_remote(peer: &PeerRegion) {
+    if let Some((fd, ino)) = peer.region.take_wake() {
+        sys::poke_pipe(peer.name.pid, fd, ino);
     }
 }
 
