@@ -278,7 +278,10 @@ impl Tool for TaggedBw<'_> {
         // still posted into them.
         let tx = vec![0x5au8; if client { max } else { 0 }];
         let mut ack = [0u8; 8];
-        let mut rx = vec![0u8; if client { 0 } else { max * bw.window }];
+        // Written once now: `vec![0; n]` maps zero pages lazily, and their first-touch
+        // faults would otherwise land in the first timed window (fabtests' one receive
+        // buffer is warm after its warm-up messages).
+        let mut rx = vec![0xa5u8; if client { 0 } else { max * bw.window }];
         let o = Objects::<P>::open(&info)?;
         let peer = o.connect(ctrl, client)?;
         let run = Run {

@@ -389,7 +389,8 @@ impl Tool for RmaBw<'_> {
         // Buffers before objects: the endpoint (and the registration) go first at drop.
         let mut target = vec![0u8; if client { 0 } else { slots_len }];
         let mut src = vec![0u8; if client { max } else { 0 }];
-        let mut results = vec![0u8; if client { slots_len } else { 0 }];
+        // Written once now, so first-touch faults stay out of the timed reads.
+        let mut results = vec![0xa5u8; if client { slots_len } else { 0 }];
         let mut done = [0u8; 8];
         common::fill(&mut target, 0);
         common::fill(&mut src, 0);
