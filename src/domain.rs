@@ -134,6 +134,14 @@ impl<S: Config> DomainInner<S> {
         n
     }
 
+    /// Arms the doorbell for peers in other processes before a thread sleeps on it
+    /// under manual progress; the caller then checks for work once more.
+    pub(crate) fn arm_doorbell(&self) {
+        if let Some(t) = self.doorbell.remote_signal() {
+            self.arm_wake(t);
+        }
+    }
+
     /// Arms every endpoint's transport to write to the pipe `target` when a packet
     /// from another process arrives ([`Transport::arm_wake`]).
     pub(crate) fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
@@ -191,7 +199,8 @@ impl<S: Config> Domain<S> {
             eps: LockOf::<S, _>::new(Vec::new()),
             trig: LockOf::<S, _>::new(Vec::new()),
             has_trig: AtomicBool::new(false),
-            doorbell: Arc::new(Waiter::new(WaitObj::MutexCond)?),
+            // A pipe, so peers in other processes can ring it too (`arm_wake`).
+            doorbell: Arc::new(Waiter::new(WaitObj::Fd)?),
         });
         if <S::Progress as Progress>::AUTO {
             crate::progress_thread::spawn(Arc::downgrade(&inner))?;

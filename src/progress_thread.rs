@@ -41,6 +41,13 @@ pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
                     drop(token);
                     std::hint::spin_loop();
                 } else {
+                    // Armed, peers in other processes ring the doorbell too; one more
+                    // pass sees what they sent before.
+                    d.arm_doorbell();
+                    if d.progress() != 0 {
+                        last_work = Instant::now();
+                        continue;
+                    }
                     let _ = d.doorbell.wait(token, Some(AUTO_IDLE));
                 }
             }

@@ -137,6 +137,12 @@ impl Cond {
     }
 }
 
+/// The byte a peer in another process writes to a waiter's pipe
+/// ([`Waiter::remote_signal`]): it ends a [`Waiter::wait`] blocked on the pipe (a
+/// spurious wake-up for the caller's loop, which then drives progress), where the byte
+/// of a local signal that the sequence number does not show is merely consumed.
+pub const REMOTE_WAKE: u8 = 2;
+
 /// The pipe of an `FI_WAIT_FD` waiter: readable while signaled. A pipe rather than an
 /// eventfd because peers in other processes can open its write end through
 /// `/proc/<pid>/fd/<n>` (an eventfd cannot be reopened that way) to wake a thread
@@ -208,18 +214,27 @@ impl FdSignal {
     /// The other order could leave the flag set with the fd unreadable, so no later
     /// signal would ever make it readable again.
     fn drain(&self) -> bool {
+        self.drain_seen().0
+    }
+
+    /// [`drain`](Self::drain), also telling whether a peer in another process wrote
+    /// ([`REMOTE_WAKE`]).
+    fn drain_seen(&self) -> (bool, bool) {
         let mut buf = [0u8; 64];
-        let mut consumed = false;
+        let (mut consumed, mut remote) = (false, false);
         loop {
             match (&self.file).read(&mut buf) {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // Several signalers (remote ones too) may each have written a byte.
-                Ok(n) if n > 0 => consumed = true,
+                Ok(n) if n > 0 => {
+                    consumed = true;
+                    remote |= buf[..n].contains(&REMOTE_WAKE);
+                }
                 _ => break,
             }
         }
         self.signaled.store(false, SeqCst);
-        consumed
+        (consumed, remote)
     }
 
     /// `poll(2)` for readability; `Ok(false)` on timeout or `EINTR` (the caller
@@ -444,8 +459,11 @@ impl Waiter {
             };
             if fd.poll(timeout_ms)? {
                 // Either our signal (seen by the next check) or a stale one from
-                // before `prepare`; consuming it lets the next poll block.
-                fd.drain();
+                // before `prepare`; consuming it lets the next poll block. A peer in
+                // another process has no sequence to bump: its byte ends the wait.
+                if fd.drain_seen().1 {
+                    return Ok(());
+                }
             }
         }
     }
@@ -503,7 +521,7 @@ impl Waiter {
     /// For `FI_WAIT_FD`: the write end of the pipe behind [`fd`](Self::fd), as (fd
     /// number in this process, inode), for providers whose peers in other processes
     /// wake a sleeper by writing a byte to it (opened through `/proc/<pid>/fd/<n>`,
-    /// after checking the inode). `None` for other kinds.
+    /// after checking the inode) the byte [`REMOTE_WAKE`]. `None` for other kinds.
     pub fn remote_signal(&self) -> Option<(RawFd, u64)> {
         self.fd.as_ref().map(|f| (f.tx.as_raw_fd(), f.ino))
     }
@@ -768,6 +786,30 @@ mod tests {
             Waiter::new(WaitObj::MutexCond).unwrap().remote_signal(),
             None
         );
+    }
+
+    /// A remote signaler's byte ends a wait that has no timeout (nothing else could),
+    /// while a stale local byte is only consumed.
+    #[test]
+    fn remote_byte_ends_a_wait() {
+        let w = Waiter::new(WaitObj::Fd).unwrap();
+        let (fd, _) = w.remote_signal().unwrap();
+        let path = format!("/proc/{}/fd/{fd}", std::process::id());
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        w.signal();
+        let t = w.prepare();
+        assert_eq!(
+            w.wait(t, Some(Duration::from_millis(10))),
+            Err(Error::Again),
+            "a stale local byte does not end the wait"
+        );
+        thread::scope(|s| {
+            let t = w.prepare();
+            let h = s.spawn(|| w.wait(t, None));
+            thread::sleep(Duration::from_millis(20));
+            f.write_all(&[REMOTE_WAKE]).unwrap();
+            assert_eq!(h.join().unwrap(), Ok(()));
+        });
     }
 
     #[test]

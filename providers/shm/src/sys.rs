@@ -252,7 +252,7 @@ pub fn poke_pipe(pid: u32, fd: u32, ino: u64) {
     }
     // A full pipe is readable anyway; any other failure leaves the sleeper to its
     // own timeout, as a peer that never sent would.
-    let _ = std::io::Write::write(&mut &file, &[1]);
+    let _ = std::io::Write::write(&mut &file, &[fabric::waitobj::REMOTE_WAKE]);
 }
 
 pub fn getpid() -> u32 {
