@@ -262,6 +262,8 @@ struct Node<T> {
     seq: u64,
     all: Link,
     queue: Link,
+    /// Position of the node's tag bucket in `Queue::buckets`; `NIL` on the wildcard list.
+    bucket: u32,
     val: T,
 }
 
@@ -322,10 +324,19 @@ fn unlink<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
 struct Queue<T> {
     slab: Slab<Node<T>>,
     all: List,
-    /// Exact entries (ignore == 0) by tag. Empty buckets are swept once they outnumber
-    /// live entries (see `remove`), so a stream of distinct tags does not grow the map;
-    /// the table keeps its capacity, so re-inserting allocates nothing in steady state.
-    index: FxHashMap<u64, List>,
+    /// Exact entries (ignore == 0) by tag: `index` maps a tag to its position here, and
+    /// each node remembers its bucket's position, so removal needs no hash lookup.
+    /// Empty buckets are swept once they outnumber live entries (see `remove`), so a
+    /// stream of distinct tags does not grow the table; swept positions are reused
+    /// through `free_buckets` and every container keeps its capacity, so steady-state
+    /// operation allocates nothing.
+    buckets: Vec<List>,
+    index: FxHashMap<u64, u32>,
+    free_buckets: Vec<u32>,
+    /// The last `(tag, bucket)` looked up: a stream of one tag (a ping-pong, a
+    /// receive reposted with the tag it just matched) skips the hash table.
+    /// `bucket == NIL`: nothing cached.
+    last: (u64, u32),
     /// Entries with ignore != 0 (never used for unexpected messages).
     wild: List,
     seq: u64,
@@ -336,7 +347,10 @@ impl<T> Queue<T> {
         Self {
             slab: Slab::with_capacity(cap),
             all: List::default(),
+            buckets: Vec::with_capacity(cap),
             index: FxHashMap::with_capacity_and_hasher(cap, Default::default()),
+            free_buckets: Vec::new(),
+            last: (0, NIL),
             wild: List::default(),
             seq: 0,
         }
@@ -347,9 +361,75 @@ impl<T> Queue<T> {
         self.slab.len
     }
 
+    /// Position of the bucket of `tag`, if it has one.
+    #[inline]
+    fn find_bucket(&self, tag: u64) -> Option<u32> {
+        if self.last.1 != NIL && self.last.0 == tag {
+            return Some(self.last.1);
+        }
+        self.index.get(&tag).copied()
+    }
+
+    /// Position of the bucket of `tag`, created if needed; remembered in `last`.
+    #[inline]
+    fn bucket_for(&mut self, tag: u64) -> u32 {
+        if self.last.1 != NIL && self.last.0 == tag {
+            return self.last.1;
+        }
+        let b = match self.index.get(&tag) {
+            Some(&b) => b,
+            None => self.new_bucket(tag),
+        };
+        self.last = (tag, b);
+        b
+    }
+
+    #[cold]
+    fn new_bucket(&mut self, tag: u64) -> u32 {
+        let b = match self.free_buckets.pop() {
+            // Swept buckets are empty lists already.
+            Some(b) => b,
+            None => {
+                let b = self.buckets.len();
+                // At most one bucket per live entry plus the sweep slack, so this
+                // stays far below `NIL` while the slab index does.
+                assert!(b < NIL as usize, "matcher: too many tag buckets");
+                self.buckets.push(List::default());
+                b as u32
+            }
+        };
+        self.index.insert(tag, b);
+        b
+    }
+
+    /// Drops the buckets that hold nothing: their positions go to `free_buckets`.
+    #[cold]
+    fn sweep_buckets(&mut self) {
+        let Self {
+            buckets,
+            index,
+            free_buckets,
+            ..
+        } = self;
+        index.retain(|_, b| {
+            let empty = buckets.get(*b as usize).is_none_or(|x| x.head == NIL);
+            if empty {
+                free_buckets.push(*b);
+            }
+            !empty
+        });
+        self.last = (0, NIL);
+    }
+
+    #[inline]
     fn insert(&mut self, tag: u64, ignore: u64, src: FiAddr, val: T) -> (u32, u32) {
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
+        let bucket = if ignore == 0 {
+            self.bucket_for(tag)
+        } else {
+            NIL
+        };
         let (idx, gen) = self.slab.insert(Node {
             tag,
             ignore,
@@ -357,36 +437,35 @@ impl<T> Queue<T> {
             seq,
             all: UNLINKED,
             queue: UNLINKED,
+            bucket,
             val,
         });
         push_back(&mut self.slab, &mut self.all, idx, Which::All);
-        if ignore == 0 {
-            let bucket = self.index.entry(tag).or_default();
-            push_back(&mut self.slab, bucket, idx, Which::Queue);
-        } else {
-            push_back(&mut self.slab, &mut self.wild, idx, Which::Queue);
+        match self.buckets.get_mut(bucket as usize) {
+            Some(b) => push_back(&mut self.slab, b, idx, Which::Queue),
+            None => push_back(&mut self.slab, &mut self.wild, idx, Which::Queue),
         }
         (idx, gen)
     }
 
+    #[inline]
     fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
-        let (tag, ignore) = self.slab.get(idx, gen).map(|n| (n.tag, n.ignore))?;
+        let bucket = self.slab.get(idx, gen).map(|n| n.bucket)?;
         unlink(&mut self.slab, &mut self.all, idx, Which::All);
-        if ignore == 0 {
-            if let Some(bucket) = self.index.get_mut(&tag) {
-                unlink(&mut self.slab, bucket, idx, Which::Queue);
-                // An empty bucket is kept for the next message with the same tag (the
-                // common case: no hash removal and re-insertion per message) until empty
-                // buckets outnumber live entries; then they are swept in one pass, so a
-                // stream of distinct tags keeps the map bounded. Amortized O(1).
-                if bucket.head == NIL && self.index.len() > 2 * self.slab.len + 64 {
-                    self.index.retain(|_, b| b.head != NIL);
-                }
-            }
-        } else {
-            unlink(&mut self.slab, &mut self.wild, idx, Which::Queue);
+        match self.buckets.get_mut(bucket as usize) {
+            Some(b) => unlink(&mut self.slab, b, idx, Which::Queue),
+            None => unlink(&mut self.slab, &mut self.wild, idx, Which::Queue),
         }
-        self.slab.remove(idx, gen).map(|n| n.val)
+        let v = self.slab.remove(idx, gen).map(|n| n.val);
+        // An empty bucket is kept for the next message with the same tag (the common
+        // case: no hash removal and re-insertion per message) until buckets outnumber
+        // live entries by far (then most of them are empty); then the empty ones are
+        // swept in one pass, so a stream of distinct tags keeps the table bounded.
+        // Amortized O(1): a sweep follows at least `len + 64` removals or insertions.
+        if self.index.len() > 2 * self.slab.len + 64 {
+            self.sweep_buckets();
+        }
+        v
     }
 
     /// First entry of the `tag` bucket satisfying `pred`, counting examined entries.
@@ -397,7 +476,8 @@ impl<T> Queue<T> {
         steps: &mut usize,
         mut pred: impl FnMut(&Node<T>) -> bool,
     ) -> Option<(u32, u64)> {
-        let mut cur = self.index.get(&tag)?.head;
+        let b = self.find_bucket(tag)?;
+        let mut cur = self.buckets.get(b as usize)?.head;
         while let Some(n) = self.slab.node(cur) {
             *steps += 1;
             if pred(n) {
@@ -601,6 +681,10 @@ impl<R, U> Matcher<R, U> {
     fn find_unexpected(&self, tag: u64, ignore: u64, src: FiAddr) -> (Option<UnexpectedId>, usize) {
         let q = &self.unexpected;
         let mut steps = 0;
+        // Receives are usually posted ahead of their messages: skip the lookups.
+        if q.len() == 0 {
+            return (None, 0);
+        }
         let found = if ignore == 0 {
             q.first_in_bucket(tag, &mut steps, |n| src_accepts(src, n.src))
                 .map(|(idx, _)| idx)
@@ -678,14 +762,18 @@ impl<R, U> Matcher<R, U> {
         self.last_examined
     }
 
-    /// (posted slab, unexpected slab, posted index, unexpected index) capacities.
+    /// Capacities of every container of both queues.
     #[cfg(test)]
-    fn capacities(&self) -> [usize; 4] {
+    fn capacities(&self) -> [usize; 8] {
         [
             self.posted.slab.slots.capacity(),
             self.unexpected.slab.slots.capacity(),
             self.posted.index.capacity(),
             self.unexpected.index.capacity(),
+            self.posted.buckets.capacity(),
+            self.unexpected.buckets.capacity(),
+            self.posted.free_buckets.capacity(),
+            self.unexpected.free_buckets.capacity(),
         ]
     }
 
@@ -714,13 +802,35 @@ impl<R, U> Matcher<R, U> {
             let mut total = walk(q, q.wild, Which::Queue).len();
             // Empty buckets may linger, but never more than the sweep bound allows.
             assert!(q.index.len() <= 2 * q.len() + 65, "empty buckets not swept");
-            for (tag, bucket) in &q.index {
-                let b = walk(q, *bucket, Which::Queue);
+            assert_eq!(
+                q.index.len() + q.free_buckets.len(),
+                q.buckets.len(),
+                "every bucket is either indexed or free"
+            );
+            if q.last.1 != NIL {
+                assert_eq!(
+                    q.index.get(&q.last.0),
+                    Some(&q.last.1),
+                    "stale bucket cache"
+                );
+            }
+            for (tag, &bi) in &q.index {
+                assert!(
+                    !q.free_buckets.contains(&bi),
+                    "indexed bucket on the free list"
+                );
+                let b = walk(q, q.buckets[bi as usize], Which::Queue);
                 for &i in &b {
                     let n = q.slab.node(i).unwrap();
-                    assert_eq!((n.tag, n.ignore), (*tag, 0));
+                    assert_eq!((n.tag, n.ignore, n.bucket), (*tag, 0, bi));
                 }
                 total += b.len();
+            }
+            for &i in &walk(q, q.wild, Which::Queue) {
+                assert_eq!(q.slab.node(i).unwrap().bucket, NIL);
+            }
+            for &b in &q.free_buckets {
+                assert_eq!(q.buckets[b as usize].head, NIL, "free bucket not empty");
             }
             assert_eq!(total, q.len());
             let occupied = q
@@ -1042,8 +1152,10 @@ mod tests {
             DrainUnexp,
         }
 
-        fn tag() -> impl Strategy<Value = u64> {
-            0u64..6
+        /// Tags below `n`: a few (long buckets, much matching) or many (bucket churn:
+        /// empty buckets swept and their positions reused, the cache invalidated).
+        fn tag(n: u64) -> impl Strategy<Value = u64> {
+            0u64..n
         }
         fn ignore() -> impl Strategy<Value = u64> {
             prop_oneof![3 => Just(0u64), 1 => Just(1), 1 => Just(2), 1 => Just(3), 1 => Just(!0)]
@@ -1054,13 +1166,13 @@ mod tests {
         fn msg_src() -> impl Strategy<Value = FiAddr> {
             prop_oneof![2 => Just(A), 2 => Just(B), 1 => Just(FiAddr::NOTAVAIL)]
         }
-        fn op() -> impl Strategy<Value = Op> {
+        fn op(tags: u64) -> impl Strategy<Value = Op> {
             prop_oneof![
-                6 => (tag(), ignore(), recv_src()).prop_map(|(t, i, s)| Op::Post(t, i, s)),
-                5 => (tag(), msg_src(), any::<bool>()).prop_map(|(t, s, r)| Op::MatchPosted(t, s, r)),
+                6 => (tag(tags), ignore(), recv_src()).prop_map(|(t, i, s)| Op::Post(t, i, s)),
+                5 => (tag(tags), msg_src(), any::<bool>()).prop_map(|(t, s, r)| Op::MatchPosted(t, s, r)),
                 2 => any::<usize>().prop_map(Op::RemovePosted),
-                6 => (tag(), msg_src()).prop_map(|(t, s)| Op::Push(t, s)),
-                5 => (tag(), ignore(), recv_src(), any::<bool>())
+                6 => (tag(tags), msg_src()).prop_map(|(t, s)| Op::Push(t, s)),
+                5 => (tag(tags), ignore(), recv_src(), any::<bool>())
                     .prop_map(|(t, i, s, r)| Op::MatchUnexp(t, i, s, r)),
                 2 => any::<usize>().prop_map(Op::RemoveUnexp),
                 1 => (0u32..7).prop_map(Op::Cancel),
@@ -1070,102 +1182,124 @@ mod tests {
             ]
         }
 
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(512))]
-            #[test]
-            fn matches_reference(ops in proptest::collection::vec(op(), 1..200)) {
-                let mut m = M::new();
-                let mut r = Ref::default();
-                // Value -> handle; values are unique per insertion.
-                let mut pids: Vec<PostedId> = Vec::new();
-                let mut uids: Vec<UnexpectedId> = Vec::new();
-                let mut stale_p: Vec<PostedId> = Vec::new();
-                let mut stale_u: Vec<UnexpectedId> = Vec::new();
-                for op in ops {
-                    match op {
-                        Op::Post(t, i, s) => {
-                            let v = pids.len() as u32;
-                            pids.push(m.post(t, i, s, v));
-                            r.posted.push((t, i, s, v));
-                        }
-                        Op::MatchPosted(t, s, rm) => {
-                            let got = m.match_posted(t, s);
-                            let want = r.match_posted(t, s);
-                            prop_assert_eq!(got.and_then(|id| m.posted(id)).copied(),
-                                want.map(|k| r.posted[k].3));
-                            if let (Some(id), Some(k), true) = (got, want, rm) {
-                                prop_assert_eq!(id, pids[r.posted[k].3 as usize]);
-                                prop_assert_eq!(m.remove_posted(id), Some(r.posted.remove(k).3));
-                                stale_p.push(id);
-                            }
-                        }
-                        Op::RemovePosted(k) if !r.posted.is_empty() => {
-                            let (t, i, s, v) = r.posted.remove(k % r.posted.len());
-                            let id = pids[v as usize];
-                            prop_assert_eq!(m.posted_meta(id), Some((t, i, s)));
-                            prop_assert_eq!(m.remove_posted(id), Some(v));
+        /// Runs `ops` against the matcher and the naive model side by side.
+        fn check_against_model(ops: Vec<Op>) -> Result<(), TestCaseError> {
+            let mut m = M::new();
+            let mut r = Ref::default();
+            // Value -> handle; values are unique per insertion.
+            let mut pids: Vec<PostedId> = Vec::new();
+            let mut uids: Vec<UnexpectedId> = Vec::new();
+            let mut stale_p: Vec<PostedId> = Vec::new();
+            let mut stale_u: Vec<UnexpectedId> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Post(t, i, s) => {
+                        let v = pids.len() as u32;
+                        pids.push(m.post(t, i, s, v));
+                        r.posted.push((t, i, s, v));
+                    }
+                    Op::MatchPosted(t, s, rm) => {
+                        let got = m.match_posted(t, s);
+                        let want = r.match_posted(t, s);
+                        prop_assert_eq!(
+                            got.and_then(|id| m.posted(id)).copied(),
+                            want.map(|k| r.posted[k].3)
+                        );
+                        if let (Some(id), Some(k), true) = (got, want, rm) {
+                            prop_assert_eq!(id, pids[r.posted[k].3 as usize]);
+                            prop_assert_eq!(m.remove_posted(id), Some(r.posted.remove(k).3));
                             stale_p.push(id);
                         }
-                        Op::RemovePosted(_) => {}
-                        Op::Push(t, s) => {
-                            let v = uids.len() as u32;
-                            uids.push(m.push_unexpected(t, s, v));
-                            r.unexp.push((t, s, v));
-                        }
-                        Op::MatchUnexp(t, i, s, rm) => {
-                            let got = m.match_unexpected(t, i, s);
-                            let want = r.match_unexp(t, i, s);
-                            prop_assert_eq!(got.and_then(|id| m.unexpected(id)).copied(),
-                                want.map(|k| r.unexp[k].2));
-                            if let (Some(id), Some(k), true) = (got, want, rm) {
-                                let (mt, ms, v) = r.unexp.remove(k);
-                                prop_assert_eq!(m.unexpected_meta(id), Some((mt, ms)));
-                                prop_assert_eq!(m.remove_unexpected(id), Some(v));
-                                stale_u.push(id);
-                            }
-                        }
-                        Op::RemoveUnexp(k) if !r.unexp.is_empty() => {
-                            let (_, _, v) = r.unexp.remove(k % r.unexp.len());
-                            let id = uids[v as usize];
+                    }
+                    Op::RemovePosted(k) if !r.posted.is_empty() => {
+                        let (t, i, s, v) = r.posted.remove(k % r.posted.len());
+                        let id = pids[v as usize];
+                        prop_assert_eq!(m.posted_meta(id), Some((t, i, s)));
+                        prop_assert_eq!(m.remove_posted(id), Some(v));
+                        stale_p.push(id);
+                    }
+                    Op::RemovePosted(_) => {}
+                    Op::Push(t, s) => {
+                        let v = uids.len() as u32;
+                        uids.push(m.push_unexpected(t, s, v));
+                        r.unexp.push((t, s, v));
+                    }
+                    Op::MatchUnexp(t, i, s, rm) => {
+                        let got = m.match_unexpected(t, i, s);
+                        let want = r.match_unexp(t, i, s);
+                        prop_assert_eq!(
+                            got.and_then(|id| m.unexpected(id)).copied(),
+                            want.map(|k| r.unexp[k].2)
+                        );
+                        if let (Some(id), Some(k), true) = (got, want, rm) {
+                            let (mt, ms, v) = r.unexp.remove(k);
+                            prop_assert_eq!(m.unexpected_meta(id), Some((mt, ms)));
                             prop_assert_eq!(m.remove_unexpected(id), Some(v));
                             stale_u.push(id);
                         }
-                        Op::RemoveUnexp(_) => {}
-                        Op::Cancel(x) => {
-                            let want = r.posted.iter().position(|p| p.3 % 7 == x)
-                                .map(|k| r.posted.remove(k).3);
-                            prop_assert_eq!(m.cancel_posted(|&v| v % 7 == x), want);
-                            if let Some(v) = want {
-                                stale_p.push(pids[v as usize]);
-                            }
-                        }
-                        Op::RemoveStale(k) => {
-                            if !stale_p.is_empty() {
-                                let id = stale_p[k % stale_p.len()];
-                                prop_assert_eq!(m.posted(id), None);
-                                prop_assert_eq!(m.remove_posted(id), None);
-                            }
-                            if !stale_u.is_empty() {
-                                let id = stale_u[k % stale_u.len()];
-                                prop_assert_eq!(m.unexpected(id), None);
-                                prop_assert_eq!(m.remove_unexpected(id), None);
-                            }
-                        }
-                        Op::DrainPosted => {
-                            let want: Vec<u32> = r.posted.drain(..).map(|p| p.3).collect();
-                            stale_p.extend(want.iter().map(|&v| pids[v as usize]));
-                            prop_assert_eq!(m.drain_posted(), want);
-                        }
-                        Op::DrainUnexp => {
-                            let want: Vec<u32> = r.unexp.drain(..).map(|u| u.2).collect();
-                            stale_u.extend(want.iter().map(|&v| uids[v as usize]));
-                            prop_assert_eq!(m.drain_unexpected(), want);
+                    }
+                    Op::RemoveUnexp(k) if !r.unexp.is_empty() => {
+                        let (_, _, v) = r.unexp.remove(k % r.unexp.len());
+                        let id = uids[v as usize];
+                        prop_assert_eq!(m.remove_unexpected(id), Some(v));
+                        stale_u.push(id);
+                    }
+                    Op::RemoveUnexp(_) => {}
+                    Op::Cancel(x) => {
+                        let want = r
+                            .posted
+                            .iter()
+                            .position(|p| p.3 % 7 == x)
+                            .map(|k| r.posted.remove(k).3);
+                        prop_assert_eq!(m.cancel_posted(|&v| v % 7 == x), want);
+                        if let Some(v) = want {
+                            stale_p.push(pids[v as usize]);
                         }
                     }
-                    prop_assert_eq!(m.posted_len(), r.posted.len());
-                    prop_assert_eq!(m.unexpected_len(), r.unexp.len());
-                    m.check_invariants();
+                    Op::RemoveStale(k) => {
+                        if !stale_p.is_empty() {
+                            let id = stale_p[k % stale_p.len()];
+                            prop_assert_eq!(m.posted(id), None);
+                            prop_assert_eq!(m.remove_posted(id), None);
+                        }
+                        if !stale_u.is_empty() {
+                            let id = stale_u[k % stale_u.len()];
+                            prop_assert_eq!(m.unexpected(id), None);
+                            prop_assert_eq!(m.remove_unexpected(id), None);
+                        }
+                    }
+                    Op::DrainPosted => {
+                        let want: Vec<u32> = r.posted.drain(..).map(|p| p.3).collect();
+                        stale_p.extend(want.iter().map(|&v| pids[v as usize]));
+                        prop_assert_eq!(m.drain_posted(), want);
+                    }
+                    Op::DrainUnexp => {
+                        let want: Vec<u32> = r.unexp.drain(..).map(|u| u.2).collect();
+                        stale_u.extend(want.iter().map(|&v| uids[v as usize]));
+                        prop_assert_eq!(m.drain_unexpected(), want);
+                    }
                 }
+                prop_assert_eq!(m.posted_len(), r.posted.len());
+                prop_assert_eq!(m.unexpected_len(), r.unexp.len());
+                m.check_invariants();
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn matches_reference(ops in proptest::collection::vec(op(6), 1..200)) {
+                check_against_model(ops)?;
+            }
+
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+            #[test]
+            fn matches_reference_many_tags(ops in proptest::collection::vec(op(400), 1..600)) {
+                check_against_model(ops)?;
             }
         }
     }

@@ -249,10 +249,17 @@ impl<E: Copy> CqRing<E> {
     #[inline]
     pub fn read(&mut self, out: &mut [E]) -> Result<usize> {
         let n = self.readable(out.len())?;
-        let (a, b) = self.spans(n);
-        let split = a.len();
-        out[..split].copy_from_slice(&self.entries[a]);
-        out[split..n].copy_from_slice(&self.entries[b]);
+        if n == 1 {
+            // The common poll-one-entry case: a plain copy, not two `memcpy` calls.
+            out[0] = self.entries[self.head];
+        } else {
+            let (a, b) = self.spans(n);
+            let split = a.len();
+            out[..split].copy_from_slice(&self.entries[a]);
+            if !b.is_empty() {
+                out[split..n].copy_from_slice(&self.entries[b]);
+            }
+        }
         self.consume(n);
         Ok(n)
     }
@@ -263,12 +270,17 @@ impl<E: Copy> CqRing<E> {
     #[inline]
     pub fn read_from(&mut self, out: &mut [E], src: &mut [FiAddr]) -> Result<usize> {
         let n = self.readable(out.len().min(src.len()))?;
-        let (a, b) = self.spans(n);
-        let split = a.len();
-        out[..split].copy_from_slice(&self.entries[a.clone()]);
-        out[split..n].copy_from_slice(&self.entries[b.clone()]);
-        src[..split].copy_from_slice(&self.srcs[a]);
-        src[split..n].copy_from_slice(&self.srcs[b]);
+        if n == 1 {
+            out[0] = self.entries[self.head];
+            src[0] = self.srcs[self.head];
+        } else {
+            let (a, b) = self.spans(n);
+            let split = a.len();
+            out[..split].copy_from_slice(&self.entries[a.clone()]);
+            out[split..n].copy_from_slice(&self.entries[b.clone()]);
+            src[..split].copy_from_slice(&self.srcs[a]);
+            src[split..n].copy_from_slice(&self.srcs[b]);
+        }
         self.consume(n);
         Ok(n)
     }

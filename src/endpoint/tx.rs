@@ -137,16 +137,20 @@ impl<S: Config> EpInner<S> {
                 hdr.flags |= HDR_ACK;
             }
         }
+        // Only compare atomics append a second buffer: everything else sends its gather
+        // list as it is, without building a copy of it.
         let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
-        let n = r.iov.len();
-        parts[..n].copy_from_slice(r.iov);
-        parts[n] = r.compare;
+        let payload = if r.compare.is_empty() {
+            r.iov
+        } else {
+            gather(&mut parts, r)
+        };
         let res = match &st.av {
             None => Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, rx| {
                 hdr.rx_idx = rx as u16;
                 self.sender
-                    .with(|tx| self.transport.send(tx, peer, &hdr, &parts[..=n]))
+                    .with(|tx| self.transport.send(tx, peer, &hdr, payload))
             }),
         };
         if let Err(e) = res {
@@ -188,9 +192,11 @@ impl<S: Config> EpInner<S> {
         want: bool,
     ) -> Option<Result<()>> {
         let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
-        let n = r.iov.len();
-        parts[..n].copy_from_slice(r.iov);
-        parts[n] = r.compare;
+        let payload = if r.compare.is_empty() {
+            r.iov
+        } else {
+            gather(&mut parts, r)
+        };
         // An operation performed now would overtake those still waiting for responses
         // (the target applies them later), breaking the provider's ordering.
         let hold = st.pending.in_flight() > 0;
@@ -202,7 +208,7 @@ impl<S: Config> EpInner<S> {
                 hdr.rx_idx = rx as u16;
                 Ok(self.sender.with(|tx| {
                     self.transport
-                        .direct(tx, peer, hdr, &parts[..=n], hold, |b: &[u8]| {
+                        .direct(tx, peer, hdr, payload, hold, |b: &[u8]| {
                             // SAFETY: `result` was recorded by an `unsafe` read/fetch
                             // call whose contract keeps the buffers valid and unaliased
                             // until completion, which is now; `fill` writes at most
@@ -377,6 +383,16 @@ impl<S: Config> TxState<S> {
             CntrKind::Write => self.cntr_write.as_ref(),
         }
     }
+}
+
+/// The gather list followed by the compare values of a compare atomic, in `parts`
+/// (`r.iov` holds at most `IOV_LIMIT` buffers: checked when posting).
+#[cold]
+fn gather<'a>(parts: &'a mut [&'a [u8]; IOV_LIMIT + 1], r: &TxReq<'a>) -> &'a [&'a [u8]] {
+    let n = r.iov.len().min(IOV_LIMIT);
+    parts[..n].copy_from_slice(&r.iov[..n]);
+    parts[n] = r.compare;
+    &parts[..=n]
 }
 
 #[inline]
