@@ -212,6 +212,22 @@ impl<T> Slab<T> {
             State::Vacant(_) => None,
         }
     }
+
+    /// [`Self::remove`] dropping the value in place: nothing is moved out.
+    #[inline]
+    fn discard(&mut self, idx: u32, gen: u32) -> bool {
+        let Some(slot) = self.slots.get_mut(idx as usize) else {
+            return false;
+        };
+        if slot.gen != gen || !matches!(slot.state, State::Occupied(_)) {
+            return false;
+        }
+        slot.state = State::Vacant(self.free);
+        slot.gen = slot.gen.wrapping_add(1);
+        self.free = idx;
+        self.len -= 1;
+        true
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,24 +464,51 @@ impl<T> Queue<T> {
         (idx, gen)
     }
 
+    /// Takes the entry `(idx, gen)` off its lists; `false` if the handle is stale.
     #[inline]
-    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
-        let bucket = self.slab.get(idx, gen).map(|n| n.bucket)?;
+    fn detach(&mut self, idx: u32, gen: u32) -> bool {
+        let Some(bucket) = self.slab.get(idx, gen).map(|n| n.bucket) else {
+            return false;
+        };
         unlink(&mut self.slab, &mut self.all, idx, Which::All);
         match self.buckets.get_mut(bucket as usize) {
             Some(b) => unlink(&mut self.slab, b, idx, Which::Queue),
             None => unlink(&mut self.slab, &mut self.wild, idx, Which::Queue),
         }
-        let v = self.slab.remove(idx, gen).map(|n| n.val);
-        // An empty bucket is kept for the next message with the same tag (the common
-        // case: no hash removal and re-insertion per message) until buckets outnumber
-        // live entries by far (then most of them are empty); then the empty ones are
-        // swept in one pass, so a stream of distinct tags keeps the table bounded.
-        // Amortized O(1): a sweep follows at least `len + 64` removals or insertions.
+        true
+    }
+
+    /// After a removal: an empty bucket is kept for the next message with the same tag
+    /// (the common case: no hash removal and re-insertion per message) until buckets
+    /// outnumber live entries by far (then most of them are empty); then the empty ones
+    /// are swept in one pass, so a stream of distinct tags keeps the table bounded.
+    /// Amortized O(1): a sweep follows at least `len + 64` removals or insertions.
+    #[inline]
+    fn after_remove(&mut self) {
         if self.index.len() > 2 * self.slab.len + 64 {
             self.sweep_buckets();
         }
+    }
+
+    #[inline]
+    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
+        if !self.detach(idx, gen) {
+            return None;
+        }
+        let v = self.slab.remove(idx, gen).map(|n| n.val);
+        self.after_remove();
         v
+    }
+
+    /// [`Self::remove`] without moving the value out.
+    #[inline]
+    fn discard(&mut self, idx: u32, gen: u32) -> bool {
+        if !self.detach(idx, gen) {
+            return false;
+        }
+        let done = self.slab.discard(idx, gen);
+        self.after_remove();
+        done
     }
 
     /// First entry of the `tag` bucket satisfying `pred`, counting examined entries.
@@ -580,6 +623,41 @@ impl<R, U> Matcher<R, U> {
         found
     }
 
+    /// Hands the oldest posted receive accepting `(tag, src)` (as [`Self::match_posted`])
+    /// to `f`, and removes it when `f` says it is finished (`.0`). Returns `f`'s `.1`, or
+    /// `None` when no receive accepts the message. One lookup where `match_posted`,
+    /// `posted_mut` and `remove_posted` take three.
+    #[inline]
+    pub fn deliver<X>(
+        &mut self,
+        tag: u64,
+        src: FiAddr,
+        f: impl FnOnce(&mut R) -> (bool, X),
+    ) -> Option<X> {
+        let (found, _steps) = self.find_posted(tag, src);
+        #[cfg(test)]
+        {
+            self.last_examined = _steps;
+        }
+        let id = found?;
+        let (done, x) = f(self
+            .posted
+            .slab
+            .get_mut(id.idx, id.gen)
+            .map(|n| &mut n.val)?);
+        if done {
+            self.posted.discard(id.idx, id.gen);
+        }
+        Some(x)
+    }
+
+    /// Removes the receive behind `id` without returning it; `false` if `id` is stale.
+    #[inline]
+    pub fn discard_posted(&mut self, id: PostedId) -> bool {
+        self.posted.discard(id.idx, id.gen)
+    }
+
+    #[inline]
     fn find_posted(&self, tag: u64, src: FiAddr) -> (Option<PostedId>, usize) {
         let q = &self.posted;
         let mut steps = 0;
@@ -670,6 +748,14 @@ impl<R, U> Matcher<R, U> {
     /// would accept. Does not remove it (`FI_PEEK` leaves it queued).
     #[inline]
     pub fn match_unexpected(&mut self, tag: u64, ignore: u64, src: FiAddr) -> Option<UnexpectedId> {
+        // Receives are usually posted ahead of their messages: skip the lookups.
+        if self.unexpected.len() == 0 {
+            #[cfg(test)]
+            {
+                self.last_examined = 0;
+            }
+            return None;
+        }
         let (found, _steps) = self.find_unexpected(tag, ignore, src);
         #[cfg(test)]
         {
@@ -681,10 +767,6 @@ impl<R, U> Matcher<R, U> {
     fn find_unexpected(&self, tag: u64, ignore: u64, src: FiAddr) -> (Option<UnexpectedId>, usize) {
         let q = &self.unexpected;
         let mut steps = 0;
-        // Receives are usually posted ahead of their messages: skip the lookups.
-        if q.len() == 0 {
-            return (None, 0);
-        }
         let found = if ignore == 0 {
             q.first_in_bucket(tag, &mut steps, |n| src_accepts(src, n.src))
                 .map(|(idx, _)| idx)
@@ -1029,6 +1111,33 @@ mod tests {
     }
 
     #[test]
+    fn deliver_updates_in_place_and_removes_when_finished() {
+        let mut m: Matcher<usize, ()> = Matcher::new();
+        let first = m.post(5, 0, ANY, 100);
+        m.post(5, 0, ANY, 50);
+        m.post(0, !0, B, 7);
+        // Leaves a receive with room posted, mutated.
+        assert_eq!(
+            m.deliver(5, A, |r| {
+                *r -= 30;
+                (false, *r)
+            }),
+            Some(70)
+        );
+        assert_eq!(m.posted(first), Some(&70));
+        // Removes it once finished; the next one takes over.
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(70));
+        assert_eq!(m.posted(first), None);
+        assert!(!m.discard_posted(first));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(50));
+        // Only the wildcard directed at B is left.
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), None);
+        assert_eq!(m.deliver(9, B, |r| (true, *r)), Some(7));
+        assert_eq!(m.posted_len(), 0);
+        m.check_invariants();
+    }
+
+    #[test]
     fn unexpected_arrival_order() {
         let mut m = M::new();
         m.push_unexpected(4, A, 0);
@@ -1142,6 +1251,8 @@ mod tests {
         enum Op {
             Post(u64, u64, FiAddr),
             MatchPosted(u64, FiAddr, bool),
+            /// `deliver`: finished (removed) or left posted.
+            Deliver(u64, FiAddr, bool),
             RemovePosted(usize),
             Push(u64, FiAddr),
             MatchUnexp(u64, u64, FiAddr, bool),
@@ -1170,6 +1281,7 @@ mod tests {
             prop_oneof![
                 6 => (tag(tags), ignore(), recv_src()).prop_map(|(t, i, s)| Op::Post(t, i, s)),
                 5 => (tag(tags), msg_src(), any::<bool>()).prop_map(|(t, s, r)| Op::MatchPosted(t, s, r)),
+                4 => (tag(tags), msg_src(), any::<bool>()).prop_map(|(t, s, d)| Op::Deliver(t, s, d)),
                 2 => any::<usize>().prop_map(Op::RemovePosted),
                 6 => (tag(tags), msg_src()).prop_map(|(t, s)| Op::Push(t, s)),
                 5 => (tag(tags), ignore(), recv_src(), any::<bool>())
@@ -1211,11 +1323,36 @@ mod tests {
                             stale_p.push(id);
                         }
                     }
+                    Op::Deliver(t, s, done) => {
+                        let want = r.match_posted(t, s);
+                        let got = m.deliver(t, s, |v| {
+                            // Mutations stick when the receive stays posted.
+                            *v += 1_000_000;
+                            (done, *v - 1_000_000)
+                        });
+                        prop_assert_eq!(got, want.map(|k| r.posted[k].3));
+                        if let Some(k) = want {
+                            let v = r.posted[k].3;
+                            let id = pids[v as usize];
+                            if done {
+                                r.posted.remove(k);
+                                prop_assert_eq!(m.posted(id), None);
+                                stale_p.push(id);
+                            } else {
+                                prop_assert_eq!(m.posted(id), Some(&(v + 1_000_000)));
+                                *m.posted_mut(id).unwrap() = v;
+                            }
+                        }
+                    }
                     Op::RemovePosted(k) if !r.posted.is_empty() => {
                         let (t, i, s, v) = r.posted.remove(k % r.posted.len());
                         let id = pids[v as usize];
                         prop_assert_eq!(m.posted_meta(id), Some((t, i, s)));
-                        prop_assert_eq!(m.remove_posted(id), Some(v));
+                        if k % 2 == 0 {
+                            prop_assert_eq!(m.remove_posted(id), Some(v));
+                        } else {
+                            prop_assert!(m.discard_posted(id));
+                        }
                         stale_p.push(id);
                     }
                     Op::RemovePosted(_) => {}
@@ -1261,6 +1398,7 @@ mod tests {
                             let id = stale_p[k % stale_p.len()];
                             prop_assert_eq!(m.posted(id), None);
                             prop_assert_eq!(m.remove_posted(id), None);
+                            prop_assert!(!m.discard_posted(id));
                         }
                         if !stale_u.is_empty() {
                             let id = stale_u[k % stale_u.len()];

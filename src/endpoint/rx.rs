@@ -134,25 +134,22 @@ impl<S: Config> EpInner<S> {
             } = st;
             let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
             let tag = if tagged { hdr.tag } else { 0 };
-            let mut failed = false;
-            if let Some(pid) = m.match_posted(tag, src) {
-                if let Some(p) = m.posted_mut(pid) {
-                    let (done, f) = complete_recv(
-                        bind,
-                        cntr_recv,
-                        p,
-                        payload,
-                        hdr.tag,
-                        data,
-                        src,
-                        tagged,
-                        *min_multi_recv,
-                    );
-                    failed = f;
-                    if done {
-                        m.remove_posted(pid);
-                    }
-                }
+            let delivered = m.deliver(tag, src, |p| {
+                complete_recv(
+                    bind,
+                    cntr_recv,
+                    p,
+                    payload,
+                    hdr.tag,
+                    data,
+                    src,
+                    tagged,
+                    *min_multi_recv,
+                )
+            });
+            let failed;
+            if let Some(f) = delivered {
+                failed = f;
             } else {
                 if m.unexpected_len() >= MAX_UNEXPECTED {
                     return None;
