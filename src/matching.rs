@@ -92,19 +92,16 @@ fn tag_accepts(recv_tag: u64, ignore: u64, msg_tag: u64) -> bool {
 // Slab
 // ---------------------------------------------------------------------------------------
 
-enum State<T> {
-    Occupied(T),
-    /// Next slot on the free list.
-    Vacant(u32),
-}
-
+/// One entry: its matching data and links (always initialized, so list surgery is a
+/// bounds-checked index and nothing more) and its value (`None` while vacant).
 struct Slot<T> {
+    node: Node,
     gen: u32,
-    state: State<T>,
+    val: Option<T>,
 }
 
-/// A `Vec` of slots with a LIFO free list. LIFO keeps recently used (cache-warm) slots in
-/// play.
+/// A `Vec` of slots with a LIFO free list threaded through the vacant slots'
+/// `node.all.next`. LIFO keeps recently used (cache-warm) slots in play.
 struct Slab<T> {
     slots: Vec<Slot<T>>,
     free: u32,
@@ -120,16 +117,18 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Stores `v`, returning its (index, generation).
+    /// Stores `v` with its `node`, returning its (index, generation).
     ///
     /// Panics only if more than `u32::MAX - 1` entries are live at once (a capacity
     /// overflow, like `Vec`'s).
-    fn insert(&mut self, v: T) -> (u32, u32) {
+    #[inline]
+    fn insert(&mut self, node: Node, v: T) -> (u32, u32) {
         let idx = self.free;
         if let Some(slot) = self.slots.get_mut(idx as usize) {
-            if let State::Vacant(next) = slot.state {
-                self.free = next;
-                slot.state = State::Occupied(v);
+            if slot.val.is_none() {
+                self.free = slot.node.all.next;
+                slot.node = node;
+                slot.val = Some(v);
                 self.len += 1;
                 return (idx, slot.gen);
             }
@@ -140,56 +139,44 @@ impl<T> Slab<T> {
             "matcher: more than u32::MAX - 1 live entries"
         );
         self.slots.push(Slot {
+            node,
             gen: 0,
-            state: State::Occupied(v),
+            val: Some(v),
         });
         self.len += 1;
         (idx as u32, 0)
     }
 
+    /// The live slot `(idx, gen)`.
+    #[inline]
+    fn live(&self, idx: u32, gen: u32) -> Option<&Slot<T>> {
+        self.slots
+            .get(idx as usize)
+            .filter(|s| s.gen == gen && s.val.is_some())
+    }
+
     #[inline]
     fn get(&self, idx: u32, gen: u32) -> Option<&T> {
-        match self.slots.get(idx as usize) {
-            Some(Slot {
-                gen: g,
-                state: State::Occupied(v),
-            }) if *g == gen => Some(v),
-            _ => None,
-        }
+        self.live(idx, gen)?.val.as_ref()
     }
 
     #[inline]
     fn get_mut(&mut self, idx: u32, gen: u32) -> Option<&mut T> {
         match self.slots.get_mut(idx as usize) {
-            Some(Slot {
-                gen: g,
-                state: State::Occupied(v),
-            }) if *g == gen => Some(v),
+            Some(s) if s.gen == gen => s.val.as_mut(),
             _ => None,
         }
     }
 
     /// Internal access by index alone (links carry no generation). `NIL` yields `None`.
     #[inline]
-    fn node(&self, idx: u32) -> Option<&T> {
-        match self.slots.get(idx as usize) {
-            Some(Slot {
-                state: State::Occupied(v),
-                ..
-            }) => Some(v),
-            _ => None,
-        }
+    fn node(&self, idx: u32) -> Option<&Node> {
+        self.slots.get(idx as usize).map(|s| &s.node)
     }
 
     #[inline]
-    fn node_mut(&mut self, idx: u32) -> Option<&mut T> {
-        match self.slots.get_mut(idx as usize) {
-            Some(Slot {
-                state: State::Occupied(v),
-                ..
-            }) => Some(v),
-            _ => None,
-        }
+    fn node_mut(&mut self, idx: u32) -> Option<&mut Node> {
+        self.slots.get_mut(idx as usize).map(|s| &mut s.node)
     }
 
     #[inline]
@@ -197,36 +184,36 @@ impl<T> Slab<T> {
         self.slots.get(idx as usize).map_or(0, |s| s.gen)
     }
 
-    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
+    /// Vacates the live slot `(idx, gen)`, handing its value to `take`.
+    #[inline]
+    fn vacate<R>(
+        &mut self,
+        idx: u32,
+        gen: u32,
+        take: impl FnOnce(&mut Option<T>) -> R,
+    ) -> Option<R> {
         let slot = self.slots.get_mut(idx as usize)?;
-        if slot.gen != gen || !matches!(slot.state, State::Occupied(_)) {
+        if slot.gen != gen || slot.val.is_none() {
             return None;
         }
-        let old = core::mem::replace(&mut slot.state, State::Vacant(self.free));
+        let r = take(&mut slot.val);
+        slot.val = None;
+        slot.node.all.next = self.free;
         // Bumping the generation is what makes every outstanding handle to this slot stale.
         slot.gen = slot.gen.wrapping_add(1);
         self.free = idx;
         self.len -= 1;
-        match old {
-            State::Occupied(v) => Some(v),
-            State::Vacant(_) => None,
-        }
+        Some(r)
+    }
+
+    fn remove(&mut self, idx: u32, gen: u32) -> Option<T> {
+        self.vacate(idx, gen, Option::take).flatten()
     }
 
     /// [`Self::remove`] dropping the value in place: nothing is moved out.
     #[inline]
     fn discard(&mut self, idx: u32, gen: u32) -> bool {
-        let Some(slot) = self.slots.get_mut(idx as usize) else {
-            return false;
-        };
-        if slot.gen != gen || !matches!(slot.state, State::Occupied(_)) {
-            return false;
-        }
-        slot.state = State::Vacant(self.free);
-        slot.gen = slot.gen.wrapping_add(1);
-        self.free = idx;
-        self.len -= 1;
-        true
+        self.vacate(idx, gen, |_| ()).is_some()
     }
 }
 
@@ -269,7 +256,7 @@ enum Which {
     Queue,
 }
 
-struct Node<T> {
+struct Node {
     tag: u64,
     /// Always 0 for unexpected messages.
     ignore: u64,
@@ -280,10 +267,9 @@ struct Node<T> {
     queue: Link,
     /// Position of the node's tag bucket in `Queue::buckets`; `NIL` on the wildcard list.
     bucket: u32,
-    val: T,
 }
 
-impl<T> Node<T> {
+impl Node {
     #[inline]
     fn link(&self, w: Which) -> Link {
         match w {
@@ -301,7 +287,7 @@ impl<T> Node<T> {
     }
 }
 
-fn push_back<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
+fn push_back<T>(slab: &mut Slab<T>, list: &mut List, idx: u32, w: Which) {
     let tail = list.tail;
     if let Some(n) = slab.node_mut(idx) {
         *n.link_mut(w) = Link {
@@ -316,7 +302,7 @@ fn push_back<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
     list.tail = idx;
 }
 
-fn unlink<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
+fn unlink<T>(slab: &mut Slab<T>, list: &mut List, idx: u32, w: Which) {
     let Some(Link { prev, next }) = slab.node(idx).map(|n| n.link(w)) else {
         return;
     };
@@ -338,7 +324,7 @@ fn unlink<T>(slab: &mut Slab<Node<T>>, list: &mut List, idx: u32, w: Which) {
 // ---------------------------------------------------------------------------------------
 
 struct Queue<T> {
-    slab: Slab<Node<T>>,
+    slab: Slab<T>,
     all: List,
     /// Exact entries (ignore == 0) by tag: `index` maps a tag to its position here, and
     /// each node remembers its bucket's position, so removal needs no hash lookup.
@@ -446,16 +432,18 @@ impl<T> Queue<T> {
         } else {
             NIL
         };
-        let (idx, gen) = self.slab.insert(Node {
-            tag,
-            ignore,
-            src,
-            seq,
-            all: UNLINKED,
-            queue: UNLINKED,
-            bucket,
+        let (idx, gen) = self.slab.insert(
+            Node {
+                tag,
+                ignore,
+                src,
+                seq,
+                all: UNLINKED,
+                queue: UNLINKED,
+                bucket,
+            },
             val,
-        });
+        );
         push_back(&mut self.slab, &mut self.all, idx, Which::All);
         match self.buckets.get_mut(bucket as usize) {
             Some(b) => push_back(&mut self.slab, b, idx, Which::Queue),
@@ -467,7 +455,7 @@ impl<T> Queue<T> {
     /// Takes the entry `(idx, gen)` off its lists; `false` if the handle is stale.
     #[inline]
     fn detach(&mut self, idx: u32, gen: u32) -> bool {
-        let Some(bucket) = self.slab.get(idx, gen).map(|n| n.bucket) else {
+        let Some(bucket) = self.slab.live(idx, gen).map(|s| s.node.bucket) else {
             return false;
         };
         unlink(&mut self.slab, &mut self.all, idx, Which::All);
@@ -495,7 +483,7 @@ impl<T> Queue<T> {
         if !self.detach(idx, gen) {
             return None;
         }
-        let v = self.slab.remove(idx, gen).map(|n| n.val);
+        let v = self.slab.remove(idx, gen);
         self.after_remove();
         v
     }
@@ -517,7 +505,7 @@ impl<T> Queue<T> {
         &self,
         tag: u64,
         steps: &mut usize,
-        mut pred: impl FnMut(&Node<T>) -> bool,
+        mut pred: impl FnMut(&Node) -> bool,
     ) -> Option<(u32, u64)> {
         let b = self.find_bucket(tag)?;
         let mut cur = self.buckets.get(b as usize)?.head;
@@ -640,11 +628,7 @@ impl<R, U> Matcher<R, U> {
             self.last_examined = _steps;
         }
         let id = found?;
-        let (done, x) = f(self
-            .posted
-            .slab
-            .get_mut(id.idx, id.gen)
-            .map(|n| &mut n.val)?);
+        let (done, x) = f(self.posted.slab.get_mut(id.idx, id.gen)?);
         if done {
             self.posted.discard(id.idx, id.gen);
         }
@@ -686,13 +670,13 @@ impl<R, U> Matcher<R, U> {
     /// The receive behind `id`, or `None` if `id` is stale.
     #[inline]
     pub fn posted(&self, id: PostedId) -> Option<&R> {
-        self.posted.slab.get(id.idx, id.gen).map(|n| &n.val)
+        self.posted.slab.get(id.idx, id.gen)
     }
 
     /// Mutable access to the receive behind `id` (e.g. to advance a multi-recv buffer).
     #[inline]
     pub fn posted_mut(&mut self, id: PostedId) -> Option<&mut R> {
-        self.posted.slab.get_mut(id.idx, id.gen).map(|n| &mut n.val)
+        self.posted.slab.get_mut(id.idx, id.gen)
     }
 
     /// The `(tag, ignore, src)` the receive behind `id` was posted with.
@@ -700,8 +684,8 @@ impl<R, U> Matcher<R, U> {
     pub fn posted_meta(&self, id: PostedId) -> Option<(u64, u64, FiAddr)> {
         self.posted
             .slab
-            .get(id.idx, id.gen)
-            .map(|n| (n.tag, n.ignore, n.src))
+            .live(id.idx, id.gen)
+            .map(|s| (s.node.tag, s.node.ignore, s.node.src))
     }
 
     /// Removes the receive behind `id`; `None` if `id` is stale.
@@ -715,12 +699,12 @@ impl<R, U> Matcher<R, U> {
     pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
         let slab = &self.posted.slab;
         let mut cur = self.posted.all.head;
-        while let Some(n) = slab.node(cur) {
-            if pred(&n.val) {
-                let gen = slab.gen(cur);
+        while let Some(slot) = slab.slots.get(cur as usize) {
+            if slot.val.as_ref().is_some_and(&mut pred) {
+                let gen = slot.gen;
                 return self.posted.remove(cur, gen);
             }
-            cur = n.all.next;
+            cur = slot.node.all.next;
         }
         None
     }
@@ -793,16 +777,13 @@ impl<R, U> Matcher<R, U> {
     /// The message behind `id`, or `None` if `id` is stale.
     #[inline]
     pub fn unexpected(&self, id: UnexpectedId) -> Option<&U> {
-        self.unexpected.slab.get(id.idx, id.gen).map(|n| &n.val)
+        self.unexpected.slab.get(id.idx, id.gen)
     }
 
     /// Mutable access to the message behind `id`.
     #[inline]
     pub fn unexpected_mut(&mut self, id: UnexpectedId) -> Option<&mut U> {
-        self.unexpected
-            .slab
-            .get_mut(id.idx, id.gen)
-            .map(|n| &mut n.val)
+        self.unexpected.slab.get_mut(id.idx, id.gen)
     }
 
     /// The tag and source the message behind `id` arrived with.
@@ -810,8 +791,8 @@ impl<R, U> Matcher<R, U> {
     pub fn unexpected_meta(&self, id: UnexpectedId) -> Option<(u64, FiAddr)> {
         self.unexpected
             .slab
-            .get(id.idx, id.gen)
-            .map(|n| (n.tag, n.src))
+            .live(id.idx, id.gen)
+            .map(|s| (s.node.tag, s.node.src))
     }
 
     /// Removes the message behind `id`; `None` if `id` is stale.
@@ -867,7 +848,9 @@ impl<R, U> Matcher<R, U> {
             let mut prev = NIL;
             let mut cur = list.head;
             while cur != NIL {
-                let n = q.slab.node(cur).expect("linked node is occupied");
+                let slot = &q.slab.slots[cur as usize];
+                assert!(slot.val.is_some(), "linked node is occupied");
+                let n = &slot.node;
                 assert_eq!(n.link(w).prev, prev, "prev link");
                 out.push(cur);
                 prev = cur;
@@ -915,12 +898,7 @@ impl<R, U> Matcher<R, U> {
                 assert_eq!(q.buckets[b as usize].head, NIL, "free bucket not empty");
             }
             assert_eq!(total, q.len());
-            let occupied = q
-                .slab
-                .slots
-                .iter()
-                .filter(|s| matches!(s.state, State::Occupied(_)))
-                .count();
+            let occupied = q.slab.slots.iter().filter(|s| s.val.is_some()).count();
             assert_eq!(occupied, q.len());
         }
         check(&self.posted);
