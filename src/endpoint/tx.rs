@@ -139,11 +139,12 @@ impl<S: Config> EpInner<S> {
         }
         // Only compare atomics append a second buffer: everything else sends its gather
         // list as it is, without building a copy of it.
-        let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
+        let parts;
         let payload = if r.compare.is_empty() {
             r.iov
         } else {
-            gather(&mut parts, r)
+            parts = gather(r);
+            &parts.0[..parts.1]
         };
         let res = match &st.av {
             None => Err(Error::NoAv),
@@ -191,11 +192,12 @@ impl<S: Config> EpInner<S> {
         hdr: &mut Header,
         want: bool,
     ) -> Option<Result<()>> {
-        let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
+        let parts;
         let payload = if r.compare.is_empty() {
             r.iov
         } else {
-            gather(&mut parts, r)
+            parts = gather(r);
+            &parts.0[..parts.1]
         };
         // An operation performed now would overtake those still waiting for responses
         // (the target applies them later), breaking the provider's ordering.
@@ -385,14 +387,15 @@ impl<S: Config> TxState<S> {
     }
 }
 
-/// The gather list followed by the compare values of a compare atomic, in `parts`
-/// (`r.iov` holds at most `IOV_LIMIT` buffers: checked when posting).
+/// The gather list followed by the compare values of a compare atomic, and how many
+/// buffers that is (`r.iov` holds at most `IOV_LIMIT` buffers: checked when posting).
 #[cold]
-fn gather<'a>(parts: &'a mut [&'a [u8]; IOV_LIMIT + 1], r: &TxReq<'a>) -> &'a [&'a [u8]] {
+fn gather<'a>(r: &TxReq<'a>) -> ([&'a [u8]; IOV_LIMIT + 1], usize) {
+    let mut parts: [&[u8]; IOV_LIMIT + 1] = [&[]; IOV_LIMIT + 1];
     let n = r.iov.len().min(IOV_LIMIT);
     parts[..n].copy_from_slice(&r.iov[..n]);
     parts[n] = r.compare;
-    &parts[..=n]
+    (parts, n + 1)
 }
 
 #[inline]
