@@ -37,7 +37,8 @@ pub(crate) struct CqInner<S: Config> {
 
 impl<S: Config> CqInner<S> {
     /// Records a successful completion; `c.src` is also what `fi_cq_readfrom` reports.
-    #[inline]
+    /// Always inlined: a few stores, smaller than a call's register saves.
+    #[inline(always)]
     pub(crate) fn complete(&self, c: &Completion) {
         let src = c.src;
         let e = <S::Cq as CqFormat>::make(c);

@@ -246,7 +246,7 @@ impl<E: Copy> CqRing<E> {
     /// before any further completion, and the application must drain them with
     /// [`read_err`](Self::read_err). `Err(Error::Again)` when the ring is empty.
     /// An empty `out` on a non-empty ring returns `Ok(0)`.
-    #[inline]
+    #[inline(always)]
     pub fn read(&mut self, out: &mut [E]) -> Result<usize> {
         let n = self.readable(out.len())?;
         if n == 1 {

@@ -70,13 +70,20 @@ impl<S: Config> EpInner<S> {
             }
             let m = if r.tagged { tagged } else { msg };
             let (tag, ignore) = if r.tagged { (r.tag, r.ignore) } else { (0, 0) };
-            let mut p = PostedRecv {
+            let p = PostedRecv {
                 iov: r.iov,
                 ctx: r.ctx,
                 multi,
                 consumed: 0,
                 want,
             };
+            if m.unexpected_len() == 0 {
+                // Posted ahead of its message (the common case): built straight into
+                // the matcher, without a detour through the loop's copy.
+                m.post(tag, ignore, src, p);
+                return Ok(());
+            }
+            let mut p = p;
             while let Some(uid) = m.match_unexpected(tag, ignore, src) {
                 let Some(u) = m.remove_unexpected(uid) else {
                     break;
