@@ -81,6 +81,9 @@ impl<S: Config> EpInner<S> {
     ) -> Result<()> {
         let want = !flags.contains(OpFlags::INJECT_CALL)
             && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+        if matches!(r.op, Op::Msg | Op::Tagged) && !flags.contains(OpFlags::DELIVERY_COMPLETE) {
+            return self.transmit_eager(st, txi, r, want);
+        }
         let (cflags, ck) = completion_kind(r);
         if want {
             if let Some(cq) = &st.bind.cq {
@@ -174,6 +177,66 @@ impl<S: Config> EpInner<S> {
                         ..Completion::default()
                     });
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::transmit`] of a message that completes when sent (no delivery-complete
+    /// acknowledgement): the header carries only what a message needs, no pending
+    /// entry is taken, and the completion follows the send at once.
+    #[inline]
+    fn transmit_eager(
+        &self,
+        st: &mut TxState<S>,
+        txi: usize,
+        r: &TxReq<'_>,
+        want: bool,
+    ) -> Result<()> {
+        if want {
+            if let Some(cq) = &st.bind.cq {
+                if !cq.has_room() {
+                    return Err(Error::Again);
+                }
+            }
+        }
+        let len = payload_len(r);
+        let mut hdr = Header {
+            op: r.op as u8,
+            tx_idx: txi as u16,
+            tag: r.tag,
+            len: len as u64,
+            ..Header::default()
+        };
+        if let Some(d) = r.data {
+            hdr.flags = HDR_REMOTE_CQ_DATA;
+            hdr.data = d;
+        }
+        match &st.av {
+            None => return Err(Error::NoAv),
+            Some(av) => av.with_peer(r.dest, |peer, rx| {
+                hdr.rx_idx = rx as u16;
+                self.sender
+                    .with(|tx| self.transport.send(tx, peer, &hdr, r.iov))
+            })?,
+        }
+        // Counter before CQ entry, as everywhere: an entry implies the count.
+        if let Some(c) = &st.cntr_send {
+            c.inc();
+        }
+        if want {
+            if let Some(cq) = &st.bind.cq {
+                let flags = if r.op == Op::Tagged {
+                    CqFlags::SEND | CqFlags::TAGGED
+                } else {
+                    CqFlags::SEND | CqFlags::MSG
+                };
+                cq.complete(&Completion {
+                    context: r.ctx,
+                    flags,
+                    len,
+                    ..Completion::default()
+                });
             }
         }
         Ok(())
