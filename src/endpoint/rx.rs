@@ -312,10 +312,13 @@ fn complete_recv<S: Config, R: Pull>(
     tagged: bool,
     min_multi: usize,
 ) -> (bool, bool) {
+    // By reference: a single-shot receive copies no `RawIov`.
+    let advanced;
     let dst = if p.consumed > 0 {
-        p.iov.advance(p.consumed)
+        advanced = p.iov.advance(p.consumed);
+        &advanced
     } else {
-        p.iov
+        &p.iov
     };
     // SAFETY: `dst` comes from a receive posted through an `unsafe` call whose contract
     // keeps the buffers valid and unaliased until the receive completes.
