@@ -1,7 +1,7 @@
-//! A fixed number of `tinject` + receiver CQ reads on the loopback provider, for counting
+//! A fixed number of `tinject` + receiver CQ reads on the loopback (or shm) provider, for counting
 //! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [slice|array|dynamic] [domain|safe]` (default 100000,
+//! Usage: `fastpath [messages] [slice|array|dynamic|shm] [domain|safe]` (default 100000,
 //! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
 //! `cq.read` that progresses, matches and returns the entry.
 //!
@@ -13,6 +13,11 @@
 //!   and fabric, `Dyn*` objects with the same choices (threading, manual progress, tagged
 //!   CQ read into `CqTaggedEntry`s, Table AV).
 //!
+//! * `shm`: `slice` on the shm provider (`Stack<Shm>`), the endpoint sending to itself
+//!   through its own shared-memory receive FIFO: the whole per-message path of a
+//!   two-process run (cell write, poll, match, copy, completions) in one deterministic
+//!   thread.
+//!
 //! `safe` uses `FI_THREAD_SAFE` instead (`Stack<Loopback, ThreadSafe, Manual>` / the
 //! dynamic layer's thread-safe stack); `array` has no dynamic counterpart.
 
@@ -21,6 +26,7 @@ use fabric::dynamic::{Choice, DynCq, DynEndpoint};
 use fabric::prelude::*;
 use fabric::Config;
 use fabric_loopback::Loopback;
+use fabric_shm::Shm;
 
 fn hints(threading: ThreadingLevel) -> Hints {
     Hints::new()
@@ -141,9 +147,11 @@ fn main() -> Result<()> {
         ("slice" | "array", true) => {
             run_static::<Stack<Loopback, ThreadSafe, Manual>>(n, mode == "array", threading)
         }
+        ("shm", false) => run_static::<Stack<Shm>>(n, false, threading),
+        ("shm", true) => run_static::<Stack<Shm, ThreadSafe, Manual>>(n, false, threading),
         ("dynamic", _) => run_dynamic(n, threading),
         _ => {
-            eprintln!("unknown mode {mode:?}: slice, array or dynamic");
+            eprintln!("unknown mode {mode:?}: slice, array, dynamic or shm");
             Err(Error::Inval)
         }
     }
