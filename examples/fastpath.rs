@@ -1,7 +1,7 @@
 //! A fixed number of `tinject` + receiver CQ reads on the loopback (or shm) provider, for counting
 //! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [slice|array|dynamic|shm] [domain|safe]` (default 100000,
+//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd] [domain|safe]` (default 100000,
 //! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
 //! `cq.read` that progresses, matches and returns the entry.
 //!
@@ -17,6 +17,9 @@
 //!   through its own shared-memory receive FIFO: the whole per-message path of a
 //!   two-process run (cell write, poll, match, copy, completions) in one deterministic
 //!   thread.
+//! * `fadd`: on shm, `fetch_atomic` (`FI_SUM` of 1 on one `u64`) into the endpoint's
+//!   own registered word, polled to its completion: initiator, target and response
+//!   in one thread.
 //!
 //! `safe` uses `FI_THREAD_SAFE` instead (`Stack<Loopback, ThreadSafe, Manual>` / the
 //! dynamic layer's thread-safe stack); `array` has no dynamic counterpart.
@@ -85,6 +88,58 @@ where
     finish(n, sum)
 }
 
+fn run_fadd<S>(n: u64, threading: ThreadingLevel) -> Result<()>
+where
+    S: Config,
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let info = getinfo::<S>(Some(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC)))?.remove(0);
+    let fabric = Fabric::<S>::open(&info)?;
+    let domain = fabric.domain(&info)?;
+    let cq = domain.cq(&CqAttr::DEFAULT)?;
+    let av = domain.av(&AvAttr::DEFAULT)?;
+    let ep = domain.endpoint(&info)?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+    ep.bind_av(&av)?;
+    ep.enable()?;
+    let me = av.insert(&ep.name())?;
+    let mut word = [0u8; 8];
+    let attr = MrAttr {
+        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        ..MrAttr::DEFAULT
+    };
+    let mr = domain.mr_reg(&mut word, &attr)?;
+    let (addr, key) = (mr.remote_addr(), mr.key());
+    let one = 1u64.to_le_bytes();
+    let mut old = [0u8; 8];
+    let mut entries = [CqTaggedEntry::default(); 4];
+    let mut sum = 0u64;
+    for _ in 0..n {
+        // SAFETY: `old` lives across the loop and is read only after the completion.
+        unsafe {
+            ep.fetch_atomic(
+                &one,
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                me,
+                addr,
+                key,
+                Context(1),
+            )?
+        };
+        loop {
+            match cq.read(&mut entries) {
+                Ok(_) => break,
+                Err(Error::Again) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        sum = sum.wrapping_add(u64::from_le_bytes(old));
+    }
+    finish(n, sum)
+}
+
 fn run_dynamic(n: u64, threading: ThreadingLevel) -> Result<()> {
     type Net = Registry<(Loopback,)>;
     let info = Net::getinfo(Some(&hints(threading)))?.remove(0);
@@ -149,9 +204,11 @@ fn main() -> Result<()> {
         }
         ("shm", false) => run_static::<Stack<Shm>>(n, false, threading),
         ("shm", true) => run_static::<Stack<Shm, ThreadSafe, Manual>>(n, false, threading),
+        ("fadd", false) => run_fadd::<Stack<Shm>>(n, threading),
+        ("fadd", true) => run_fadd::<Stack<Shm, ThreadSafe, Manual>>(n, threading),
         ("dynamic", _) => run_dynamic(n, threading),
         _ => {
-            eprintln!("unknown mode {mode:?}: slice, array, dynamic or shm");
+            eprintln!("unknown mode {mode:?}: slice, array, dynamic, shm or fadd");
             Err(Error::Inval)
         }
     }
