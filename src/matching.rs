@@ -1402,8 +1402,17 @@ mod tests {
             Ok(())
         }
 
+        /// Cases per property: a handful under Miri, which runs them a thousand times slower.
+        const fn cases(native: u32) -> u32 {
+            if cfg!(miri) {
+                4
+            } else {
+                native
+            }
+        }
+
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(512))]
+            #![proptest_config(ProptestConfig::with_cases(cases(512)))]
             #[test]
             fn matches_reference(ops in proptest::collection::vec(op(6), 1..200)) {
                 check_against_model(ops)?;
@@ -1412,7 +1421,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(128))]
+            #![proptest_config(ProptestConfig::with_cases(cases(128)))]
             #[test]
             fn matches_reference_many_tags(ops in proptest::collection::vec(op(400), 1..600)) {
                 check_against_model(ops)?;
