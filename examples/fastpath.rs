@@ -49,22 +49,64 @@ fn finish(n: u64, sum: u64) -> Result<()> {
     Ok(())
 }
 
+/// One enabled endpoint of stack `S` with one CQ for both directions and its own
+/// address in a Table AV: the loops below send to themselves.
+struct Loop<S: Config> {
+    _fabric: Fabric<S>,
+    domain: Domain<S>,
+    _av: AddressVector<S>,
+    cq: Cq<S>,
+    ep: Endpoint<S>,
+    me: FiAddr,
+}
+
+impl<S: Config> Loop<S> {
+    fn open(hints: &Hints) -> Result<Self> {
+        let info = getinfo::<S>(Some(hints))?.remove(0);
+        let fabric = Fabric::<S>::open(&info)?;
+        let domain = fabric.domain(&info)?;
+        let cq = domain.cq(&CqAttr::DEFAULT)?;
+        let av = domain.av(&AvAttr::DEFAULT)?;
+        let ep = domain.endpoint(&info)?;
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+        ep.bind_av(&av)?;
+        ep.enable()?;
+        let me = av.insert(&ep.name())?;
+        Ok(Loop {
+            _fabric: fabric,
+            domain,
+            _av: av,
+            cq,
+            ep,
+            me,
+        })
+    }
+}
+
+/// Reads `cq` (which drives progress) until it returns an entry.
+fn wait<S>(cq: &Cq<S>, entries: &mut [CqTaggedEntry]) -> Result<()>
+where
+    S: Config,
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    loop {
+        match cq.read(entries) {
+            Ok(_) => return Ok(()),
+            Err(Error::Again) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn run_static<S>(n: u64, array: bool, threading: ThreadingLevel) -> Result<()>
 where
     S: Config,
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
     fabric::typenum::Const<8>: InjectFits<S::Provider>,
 {
-    let info = getinfo::<S>(Some(&hints(threading)))?.remove(0);
-    let fabric = Fabric::<S>::open(&info)?;
-    let domain = fabric.domain(&info)?;
-    let cq = domain.cq(&CqAttr::DEFAULT)?;
-    let av = domain.av(&AvAttr::DEFAULT)?;
-    let ep = domain.endpoint(&info)?;
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-    ep.bind_av(&av)?;
-    ep.enable()?;
-    let me = av.insert(&ep.name())?;
+    // Kept whole: every object stays open until the loop ends.
+    let l = Loop::<S>::open(&hints(threading))?;
+    let (cq, ep, me) = (&l.cq, &l.ep, l.me);
     let mut buf = [0u8; 8];
     let mut entries = [CqTaggedEntry::default(); 4];
     let mut sum = 0u64;
@@ -76,13 +118,7 @@ where
         } else {
             ep.tinject(&i.to_le_bytes(), me, 42)?;
         }
-        loop {
-            match cq.read(&mut entries) {
-                Ok(_) => break,
-                Err(Error::Again) => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        wait(cq, &mut entries)?;
         sum = sum.wrapping_add(u64::from_le_bytes(buf));
     }
     finish(n, sum)
@@ -93,22 +129,14 @@ where
     S: Config,
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
-    let info = getinfo::<S>(Some(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC)))?.remove(0);
-    let fabric = Fabric::<S>::open(&info)?;
-    let domain = fabric.domain(&info)?;
-    let cq = domain.cq(&CqAttr::DEFAULT)?;
-    let av = domain.av(&AvAttr::DEFAULT)?;
-    let ep = domain.endpoint(&info)?;
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-    ep.bind_av(&av)?;
-    ep.enable()?;
-    let me = av.insert(&ep.name())?;
+    let l = Loop::<S>::open(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC))?;
+    let (cq, ep, me) = (&l.cq, &l.ep, l.me);
     let mut word = [0u8; 8];
     let attr = MrAttr {
         access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
         ..MrAttr::DEFAULT
     };
-    let mr = domain.mr_reg(&mut word, &attr)?;
+    let mr = l.domain.mr_reg(&mut word, &attr)?;
     let (addr, key) = (mr.remote_addr(), mr.key());
     let one = 1u64.to_le_bytes();
     let mut old = [0u8; 8];
@@ -128,13 +156,7 @@ where
                 Context(1),
             )?
         };
-        loop {
-            match cq.read(&mut entries) {
-                Ok(_) => break,
-                Err(Error::Again) => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        wait(cq, &mut entries)?;
         sum = sum.wrapping_add(u64::from_le_bytes(old));
     }
     finish(n, sum)

@@ -9,6 +9,7 @@ use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
 use crate::provider::{Direct, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
+use crate::types::Context;
 use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::owned::{OwnedTx, TxReq};
@@ -85,13 +86,7 @@ impl<S: Config> EpInner<S> {
             return self.transmit_eager(st, txi, r, want);
         }
         let (cflags, ck) = completion_kind(r);
-        if want {
-            if let Some(cq) = &st.bind.cq {
-                if !cq.has_room() {
-                    return Err(Error::Again);
-                }
-            }
-        }
+        st.room_for(want)?;
         let len = payload_len(r);
         let needs_resp =
             !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
@@ -164,20 +159,7 @@ impl<S: Config> EpInner<S> {
             return Err(e);
         }
         if !needs_resp {
-            // Counter before CQ entry, as everywhere: an entry implies the count.
-            if let Some(c) = st.cntr(ck) {
-                c.inc();
-            }
-            if want {
-                if let Some(cq) = &st.bind.cq {
-                    cq.complete(&Completion {
-                        context: r.ctx,
-                        flags: cflags,
-                        len,
-                        ..Completion::default()
-                    });
-                }
-            }
+            st.succeed(ck, want, r.ctx, cflags, len);
         }
         Ok(())
     }
@@ -193,13 +175,7 @@ impl<S: Config> EpInner<S> {
         r: &TxReq<'_>,
         want: bool,
     ) -> Result<()> {
-        if want {
-            if let Some(cq) = &st.bind.cq {
-                if !cq.has_room() {
-                    return Err(Error::Again);
-                }
-            }
-        }
+        st.room_for(want)?;
         let len = payload_len(r);
         let mut hdr = Header {
             op: r.op as u8,
@@ -220,25 +196,8 @@ impl<S: Config> EpInner<S> {
                     .with(|tx| self.transport.send(tx, peer, &hdr, r.iov))
             })?,
         }
-        // Counter before CQ entry, as everywhere: an entry implies the count.
-        if let Some(c) = &st.cntr_send {
-            c.inc();
-        }
-        if want {
-            if let Some(cq) = &st.bind.cq {
-                let flags = if r.op == Op::Tagged {
-                    CqFlags::SEND | CqFlags::TAGGED
-                } else {
-                    CqFlags::SEND | CqFlags::MSG
-                };
-                cq.complete(&Completion {
-                    context: r.ctx,
-                    flags,
-                    len,
-                    ..Completion::default()
-                });
-            }
-        }
+        let (flags, ck) = completion_kind(r);
+        st.succeed(ck, want, r.ctx, flags, len);
         Ok(())
     }
 
@@ -302,36 +261,14 @@ impl<S: Config> EpInner<S> {
         let (cflags, ck) = completion_kind(r);
         match err {
             None => {
-                // Counter before CQ entry, as everywhere: an entry implies the count.
-                if let Some(c) = st.cntr(ck) {
-                    c.inc();
-                }
-                if want {
-                    if let Some(cq) = &st.bind.cq {
-                        cq.complete(&Completion {
-                            context: r.ctx,
-                            flags: cflags,
-                            len: if r.op == Op::ReadReq {
-                                r.rma.len
-                            } else {
-                                payload_len(r)
-                            },
-                            ..Completion::default()
-                        });
-                    }
-                }
+                let len = if r.op == Op::ReadReq {
+                    r.rma.len
+                } else {
+                    payload_len(r)
+                };
+                st.succeed(ck, want, r.ctx, cflags, len);
             }
-            Some(e) => {
-                if let Some(c) = st.cntr(ck) {
-                    c.inc_err();
-                }
-                if let Some(cq) = &st.bind.cq {
-                    let mut ee = CqErrEntry::new(r.ctx, e);
-                    ee.flags = cflags;
-                    ee.prov_errno = e.code();
-                    cq.complete_err(ee);
-                }
-            }
+            Some(e) => st.fail(ck, r.ctx, cflags, e, e.code()),
         }
         Some(Ok(()))
     }
@@ -377,30 +314,10 @@ impl<S: Config> EpInner<S> {
                 }
             }
             if status == 0 {
-                if let Some(c) = st.cntr(p.cntr) {
-                    c.inc();
-                }
-                if p.want {
-                    if let Some(cq) = &st.bind.cq {
-                        cq.complete(&Completion {
-                            context: p.ctx,
-                            flags: p.flags,
-                            len: p.len,
-                            ..Completion::default()
-                        });
-                    }
-                }
+                st.succeed(p.cntr, p.want, p.ctx, p.flags, p.len);
             } else {
                 let err = Error::from_code(status as i32);
-                if let Some(c) = st.cntr(p.cntr) {
-                    c.inc_err();
-                }
-                if let Some(cq) = &st.bind.cq {
-                    let mut e = CqErrEntry::new(p.ctx, err);
-                    e.flags = p.flags;
-                    e.prov_errno = status as i32;
-                    cq.complete_err(e);
-                }
+                st.fail(p.cntr, p.ctx, p.flags, err, status as i32);
             }
             self.flush_fenced(st, hdr.tx_idx as usize);
         });
@@ -425,14 +342,7 @@ impl<S: Config> EpInner<S> {
                 }
                 Err(e) => {
                     let (f, ck) = completion_kind(&req);
-                    if let Some(c) = st.cntr(ck) {
-                        c.inc_err();
-                    }
-                    if let Some(cq) = &st.bind.cq {
-                        let mut ee = CqErrEntry::new(o.ctx, e);
-                        ee.flags = f;
-                        cq.complete_err(ee);
-                    }
+                    st.fail(ck, o.ctx, f, e, 0);
                 }
             }
         }
@@ -440,6 +350,49 @@ impl<S: Config> EpInner<S> {
 }
 
 impl<S: Config> TxState<S> {
+    /// `Err(Again)` when a wanted completion would find the bound CQ full (resource
+    /// management); checked before anything is sent.
+    #[inline(always)]
+    fn room_for(&self, want: bool) -> Result<()> {
+        match &self.bind.cq {
+            Some(cq) if want && !cq.has_room() => Err(Error::Again),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reports an operation that finished successfully: its counter first (an entry
+    /// implies the count, as everywhere), then its CQ entry when one is wanted.
+    #[inline(always)]
+    fn succeed(&self, ck: CntrKind, want: bool, context: Context, flags: CqFlags, len: usize) {
+        if let Some(c) = self.cntr(ck) {
+            c.inc();
+        }
+        if want {
+            if let Some(cq) = &self.bind.cq {
+                cq.complete(&Completion {
+                    context,
+                    flags,
+                    len,
+                    ..Completion::default()
+                });
+            }
+        }
+    }
+
+    /// Reports an operation that failed with `err`: its counter's error count, then an
+    /// error entry (always written, whatever the completion flags).
+    fn fail(&self, ck: CntrKind, context: Context, flags: CqFlags, err: Error, prov_errno: i32) {
+        if let Some(c) = self.cntr(ck) {
+            c.inc_err();
+        }
+        if let Some(cq) = &self.bind.cq {
+            let mut e = CqErrEntry::new(context, err);
+            e.flags = flags;
+            e.prov_errno = prov_errno;
+            cq.complete_err(e);
+        }
+    }
+
     #[inline]
     pub(crate) fn cntr(&self, k: CntrKind) -> Option<&std::sync::Arc<crate::cntr::CntrInner<S>>> {
         match k {
