@@ -12,7 +12,7 @@ use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
-use crate::wire::Header;
+use crate::wire::{Eager, Header};
 
 /// A fabric provider (loopback, shm, tcp, udp, ...). Open: providers live in their own crates.
 pub trait Provider: Sized + Send + Sync + 'static {
@@ -92,6 +92,20 @@ pub trait Transport: Send + Sync + 'static {
         hdr: &Header,
         payload: &[&[u8]],
     ) -> Result<()>;
+    /// Sends a message that needs no response: exactly [`send`](Self::send) of
+    /// `m.header()` and `payload`, which is what the default does. A transport with a
+    /// shorter wire form for such messages (the bulk of small-message traffic) writes
+    /// it here without building and re-reading the whole header.
+    #[inline]
+    fn send_eager(
+        &self,
+        tx: &mut Self::Sender,
+        to: &Self::Peer,
+        m: &Eager,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        self.send(tx, to, &m.header(), payload)
+    }
     /// Hands received packets to `f` as `(header, source address, payload)`, oldest
     /// first per sender. When `f` returns `false` the packet was not consumed: it
     /// stays first and polling stops. Returns the number of packets consumed.

@@ -125,6 +125,54 @@ impl Header {
     }
 }
 
+/// A message (`fi_send` / `fi_tsend` families) that completes when it is sent: the
+/// only header fields such a message has. The core hands these to
+/// [`Transport::send_eager`](crate::provider::Transport::send_eager), so a transport
+/// with a shorter wire form for them need not decode a whole [`Header`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eager {
+    /// [`Op::Msg`] or [`Op::Tagged`].
+    pub op: Op,
+    /// The receive context at the target.
+    pub rx_idx: u16,
+    /// The tag (0 for untagged messages).
+    pub tag: u64,
+    /// Remote CQ data, if the message carries any.
+    pub data: Option<u64>,
+    /// Payload bytes.
+    pub len: usize,
+}
+
+impl Eager {
+    /// The full header of this message, as [`Transport::send`] takes it.
+    ///
+    /// [`Transport::send`]: crate::provider::Transport::send
+    ///
+    /// ```
+    /// use fabric::wire::{Eager, Op, HDR_REMOTE_CQ_DATA};
+    ///
+    /// let m = Eager { op: Op::Tagged, rx_idx: 0, tag: 7, data: Some(9), len: 8 };
+    /// let h = m.header();
+    /// assert_eq!((h.op, h.tag, h.data, h.len), (Op::Tagged as u8, 7, 9, 8));
+    /// assert_eq!(h.flags, HDR_REMOTE_CQ_DATA);
+    /// ```
+    #[inline]
+    pub fn header(&self) -> Header {
+        let mut h = Header {
+            op: self.op as u8,
+            rx_idx: self.rx_idx,
+            tag: self.tag,
+            len: self.len as u64,
+            ..Header::default()
+        };
+        if let Some(d) = self.data {
+            h.flags = HDR_REMOTE_CQ_DATA;
+            h.data = d;
+        }
+        h
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

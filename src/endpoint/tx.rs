@@ -10,7 +10,7 @@ use crate::mem::IOV_LIMIT;
 use crate::provider::{Direct, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::Context;
-use crate::wire::{Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::owned::{OwnedTx, TxReq};
 use super::state::{CntrKind, Pending, TxState};
@@ -83,7 +83,7 @@ impl<S: Config> EpInner<S> {
         let want = !flags.contains(OpFlags::INJECT_CALL)
             && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
         if matches!(r.op, Op::Msg | Op::Tagged) && !flags.contains(OpFlags::DELIVERY_COMPLETE) {
-            return self.transmit_eager(st, txi, r, want);
+            return self.transmit_eager(st, r, want);
         }
         let (cflags, ck) = completion_kind(r);
         st.room_for(want)?;
@@ -165,35 +165,25 @@ impl<S: Config> EpInner<S> {
     }
 
     /// [`Self::transmit`] of a message that completes when sent (no delivery-complete
-    /// acknowledgement): the header carries only what a message needs, no pending
-    /// entry is taken, and the completion follows the send at once.
+    /// acknowledgement): the transport gets only the fields a message has
+    /// ([`Transport::send_eager`]), no pending entry is taken, and the completion
+    /// follows the send at once.
     #[inline]
-    fn transmit_eager(
-        &self,
-        st: &mut TxState<S>,
-        txi: usize,
-        r: &TxReq<'_>,
-        want: bool,
-    ) -> Result<()> {
+    fn transmit_eager(&self, st: &mut TxState<S>, r: &TxReq<'_>, want: bool) -> Result<()> {
         st.room_for(want)?;
         let len = payload_len(r);
-        let mut hdr = Header {
-            op: r.op as u8,
-            tx_idx: txi as u16,
-            tag: r.tag,
-            len: len as u64,
-            ..Header::default()
-        };
-        if let Some(d) = r.data {
-            hdr.flags = HDR_REMOTE_CQ_DATA;
-            hdr.data = d;
-        }
         match &st.av {
             None => return Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, rx| {
-                hdr.rx_idx = rx as u16;
+                let m = Eager {
+                    op: r.op,
+                    rx_idx: rx as u16,
+                    tag: r.tag,
+                    data: r.data,
+                    len,
+                };
                 self.sender
-                    .with(|tx| self.transport.send(tx, peer, &hdr, r.iov))
+                    .with(|tx| self.transport.send_eager(tx, peer, &m, r.iov))
             })?,
         }
         let (flags, ck) = completion_kind(r);

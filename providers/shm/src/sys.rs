@@ -142,7 +142,7 @@ impl Mapping {
         // SAFETY: in bounds of a live mapping. The shared protocol gives the writer
         // exclusive use of these bytes until it publishes them; `src` is ordinary
         // memory of ours, so the ranges do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr().add(off), src.len()) };
+        unsafe { fabric::mem::copy_bytes(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
     /// The bytes at `off..off + len`.

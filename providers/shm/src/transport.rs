@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fabric::provider::Direct;
 use fabric::waitobj::Waiter;
-use fabric::wire::{Header, Op, HDR_ACK};
+use fabric::wire::{Eager, Header, Op, HDR_ACK};
 use fabric::{Error, Payload, Result, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
@@ -354,10 +354,9 @@ impl Drop for ShmTx {
     }
 }
 
-/// Writes one packet into `ch` if it fits with `reserve` cells to spare: `parts`
-/// (`len` bytes, at most the inline limit) in the ring, or, with `desc`, the
-/// descriptor of a staged payload (`parts` unused).
-#[inline]
+/// Writes one packet into `ch`, keeping `reserve` cells free: compact when the header
+/// allows it, else the full header followed by the inline payload or, with `desc`,
+/// by the descriptor of a staged one. `Err(Again)` when the ring lacks room.
 fn write_packet(
     ch: &mut TxChan,
     hdr: &Header,
@@ -366,16 +365,77 @@ fn write_packet(
     reserve: u64,
     desc: Option<&cell::Desc>,
 ) -> Result<()> {
-    let compact = desc.is_none() && cell::compact_ok(hdr, len);
-    let data = hdr.flags & fabric::wire::HDR_REMOTE_CQ_DATA != 0;
-    let bytes = if compact {
-        cell::compact_prefix(data) + len
-    } else if desc.is_some() {
-        cell::BODY_OFF + cell::DESC_LEN
-    } else {
-        cell::BODY_OFF + len
+    if desc.is_none() && cell::compact_ok(hdr, len) {
+        let m = Eager {
+            op: if hdr.op == Op::Tagged as u8 {
+                Op::Tagged
+            } else {
+                Op::Msg
+            },
+            rx_idx: 0,
+            tag: hdr.tag,
+            data: (hdr.flags & fabric::wire::HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data),
+            len,
+        };
+        return write_compact(ch, &m, parts, reserve);
+    }
+    let bytes = match desc {
+        Some(_) => cell::BODY_OFF + cell::DESC_LEN,
+        None => cell::BODY_OFF + len,
     };
     let need = cell::cells_for(bytes) as u64;
+    let pos = claim(ch, need, reserve)?;
+    let r = &ch.peer.region;
+    let off = r.cell_off(ch.c, pos);
+    r.copy_in(off + cell::HDR_OFF, hdr.as_bytes());
+    let w = match desc {
+        Some(d) => {
+            r.copy_in(off + cell::BODY_OFF, &d.encode());
+            cell::word(pos, cell::LARGE)
+        }
+        None => {
+            let mut o = off + cell::BODY_OFF;
+            for p in parts {
+                r.copy_in(o, p);
+                o += p.len();
+            }
+            cell::word(pos, cell::FULL)
+        }
+    };
+    r.cell_word(off).store(w, Ordering::Release);
+    ch.tail = pos + need;
+    Ok(())
+}
+
+/// Writes message `m` (payload `parts`, `m.len` bytes, no receive context but the
+/// first) as a compact packet into `ch`, keeping `reserve` cells free.
+#[inline]
+fn write_compact(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Result<()> {
+    let need = cell::cells_for(cell::compact_prefix(m.data.is_some()) + m.len) as u64;
+    let pos = claim(ch, need, reserve)?;
+    let r = &ch.peer.region;
+    let off = r.cell_off(ch.c, pos);
+    r.copy_in(off + cell::WORD, &m.tag.to_le_bytes());
+    let mut o = off + cell::WORD + 8;
+    if let Some(d) = m.data {
+        r.copy_in(o, &d.to_le_bytes());
+        o += 8;
+    }
+    for p in parts {
+        r.copy_in(o, p);
+        o += p.len();
+    }
+    let w = cell::word_compact(pos, m.op, m.data.is_some(), m.len);
+    r.cell_word(off).store(w, Ordering::Release);
+    ch.tail = pos + need;
+    Ok(())
+}
+
+/// Finds room for a packet of `need` cells in `ch` with `reserve` more to spare, and
+/// returns its ring position. A packet never wraps: when it would, the rest of the
+/// ring is filled with a skip marker first. `Err(Again)` when the ring lacks room.
+#[inline]
+fn claim(ch: &mut TxChan, need: u64, reserve: u64) -> Result<u64> {
     let idx = ch.tail & (ch.cells - 1);
     let to_end = ch.cells - idx;
     let skip = if need > to_end { to_end } else { 0 };
@@ -388,52 +448,14 @@ fn write_packet(
             return Err(Error::Again);
         }
     }
-    let r = &ch.peer.region;
     if skip != 0 {
+        let r = &ch.peer.region;
         let off = r.cell_off(ch.c, ch.tail);
         r.cell_word(off)
             .store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
         ch.tail += skip;
     }
-    let pos = ch.tail;
-    let off = r.cell_off(ch.c, pos);
-    let w = if compact {
-        let op = if hdr.op == Op::Tagged as u8 {
-            Op::Tagged
-        } else {
-            Op::Msg
-        };
-        r.copy_in(off + cell::WORD, &hdr.tag.to_le_bytes());
-        let mut o = off + cell::WORD + 8;
-        if data {
-            r.copy_in(o, &hdr.data.to_le_bytes());
-            o += 8;
-        }
-        for p in parts {
-            r.copy_in(o, p);
-            o += p.len();
-        }
-        cell::word_compact(pos, op, data, len)
-    } else {
-        r.copy_in(off + cell::HDR_OFF, hdr.as_bytes());
-        match desc {
-            Some(d) => {
-                r.copy_in(off + cell::BODY_OFF, &d.encode());
-                cell::word(pos, cell::LARGE)
-            }
-            None => {
-                let mut o = off + cell::BODY_OFF;
-                for p in parts {
-                    r.copy_in(o, p);
-                    o += p.len();
-                }
-                cell::word(pos, cell::FULL)
-            }
-        }
-    };
-    r.cell_word(off).store(w, Ordering::Release);
-    ch.tail = pos + need;
-    Ok(())
+    Ok(ch.tail)
 }
 
 impl Transport for ShmEp {
@@ -528,6 +550,45 @@ impl Transport for ShmEp {
         }
         ring(to);
         Ok(())
+    }
+
+    /// A message small enough to travel compact and inline, to a live peer, with no
+    /// spilled responses to flush first, is written here in one step; everything else
+    /// takes [`send`](Transport::send).
+    #[inline]
+    fn send_eager(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        m: &Eager,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        let sh = &*self.shared;
+        if m.rx_idx != 0
+            || m.len > sh.tuning.inline_max.min(cell::COMPACT_MAX)
+            || to.known_dead()
+            || to.region.closed()
+            || sh.spilled.load(Ordering::Relaxed)
+        {
+            return self.send(tx, to, &m.header(), payload);
+        }
+        let i = tx.channel(to)?;
+        let ch = &mut tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        match write_compact(ch, m, payload, reserve) {
+            Ok(()) => {
+                ring(to);
+                Ok(())
+            }
+            Err(Error::Again) if to.gone() => {
+                tx.forget(i);
+                Err(Error::HostUnreach)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     #[inline]
