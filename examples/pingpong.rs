@@ -482,6 +482,13 @@ struct PingPong<'o> {
 impl Tool for PingPong<'_> {
     type Out = Perf;
 
+    fn render(&self, p: &Perf, first: bool) -> String {
+        let opts = self.opts;
+        common::render(opts.json.then(|| p.json(opts)), first, Perf::header, || {
+            p.line()
+        })
+    }
+
     fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
@@ -512,39 +519,14 @@ impl Tool for PingPong<'_> {
 /// The whole tool: prints the table (or JSON lines) to `out` on the client side.
 /// `child_args` are the arguments a two-process run hands its server child.
 fn run(opts: &Opts, child_args: &[OsString], out: &mut dyn Write) -> Res<Vec<Perf>> {
-    let mut results = Vec::new();
-    let mut header = !opts.json;
-    common::run(
-        &PingPong { opts },
-        &opts.setup,
-        child_args,
-        &mut |p: Perf| {
-            let text = if opts.json {
-                p.json(opts)
-            } else if std::mem::take(&mut header) {
-                format!("{}\n{}", Perf::header(), p.line())
-            } else {
-                p.line()
-            };
-            common::emit(out, &text)?;
-            results.push(p);
-            Ok(())
-        },
-    )?;
-    Ok(results)
+    common::run_printing(&PingPong { opts }, &opts.setup, child_args, out)
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result =
         Opts::from_args(&args).and_then(|o| run(&o, &common::own_args(), &mut std::io::stdout()));
-    match result {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(f) => {
-            common::print_failure(&f, args.peer.spawned);
-            ExitCode::from(f.exit_code())
-        }
-    }
+    common::exit(result, args.peer.spawned)
 }
 
 #[cfg(test)]

@@ -246,6 +246,16 @@ impl<P: Provider> Run<'_, P> {
 impl Tool for TaggedBw<'_> {
     type Out = Perf;
 
+    fn render(&self, p: &Perf, first: bool) -> String {
+        let opts = self.opts;
+        common::render(
+            opts.bw.json.then(|| p.json(opts)),
+            first,
+            common::Bw::header,
+            || p.bw.line(),
+        )
+    }
+
     fn side<P: ToolProvider>(
         &self,
         ctrl: &mut Ctrl,
@@ -337,40 +347,16 @@ impl Tool for TaggedBw<'_> {
 }
 
 /// The whole tool: prints the table (or JSON lines) to `out` on the client side.
+/// `child_args` are the arguments a two-process run hands its server child.
 fn run(opts: &Opts, child_args: &[OsString], out: &mut dyn Write) -> Res<Vec<Perf>> {
-    let mut results = Vec::new();
-    let mut header = !opts.bw.json;
-    common::run(
-        &TaggedBw { opts },
-        &opts.setup,
-        child_args,
-        &mut |p: Perf| {
-            let text = if opts.bw.json {
-                p.json(opts)
-            } else if std::mem::take(&mut header) {
-                format!("{}\n{}", common::Bw::header(), p.bw.line())
-            } else {
-                p.bw.line()
-            };
-            common::emit(out, &text)?;
-            results.push(p);
-            Ok(())
-        },
-    )?;
-    Ok(results)
+    common::run_printing(&TaggedBw { opts }, &opts.setup, child_args, out)
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result =
         Opts::from_args(&args).and_then(|o| run(&o, &common::own_args(), &mut std::io::stdout()));
-    match result {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(f) => {
-            common::print_failure(&f, args.peer.spawned);
-            ExitCode::from(f.exit_code())
-        }
-    }
+    common::exit(result, args.peer.spawned)
 }
 
 #[cfg(test)]

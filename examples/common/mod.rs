@@ -771,6 +771,55 @@ pub trait Tool: Sync {
         client: bool,
         report: &mut dyn FnMut(Self::Out) -> Res<()>,
     ) -> Res<()>;
+
+    /// The client's printed form of result `out`: its JSON object when asked for, else
+    /// its table row, under the table's header when it is the `first`.
+    fn render(&self, out: &Self::Out, first: bool) -> String;
+}
+
+/// A result as [`Tool::render`] prints it: `json` when given, else `line()`, under
+/// `header()` for the first result.
+pub fn render(
+    json: Option<String>,
+    first: bool,
+    header: fn() -> String,
+    line: impl FnOnce() -> String,
+) -> String {
+    match json {
+        Some(j) => j,
+        None if first => format!("{}\n{}", header(), line()),
+        None => line(),
+    }
+}
+
+/// The whole tool: [`run`], printing each result to `out` on the client side
+/// ([`Tool::render`]) and returning them. `child_args` are the arguments a
+/// two-process run hands its server child.
+pub fn run_printing<T: Tool>(
+    tool: &T,
+    setup: &Setup,
+    child_args: &[OsString],
+    out: &mut dyn Write,
+) -> Res<Vec<T::Out>> {
+    let mut results = Vec::new();
+    run(tool, setup, child_args, &mut |p| {
+        emit(out, &tool.render(&p, results.is_empty()))?;
+        results.push(p);
+        Ok(())
+    })?;
+    Ok(results)
+}
+
+/// A tool's exit status: success, or `result`'s failure printed on stderr (marked as
+/// the server child's when `spawned`) and its exit code.
+pub fn exit<T>(result: Res<T>, spawned: bool) -> std::process::ExitCode {
+    match result {
+        Ok(_) => std::process::ExitCode::SUCCESS,
+        Err(f) => {
+            print_failure(&f, spawned);
+            std::process::ExitCode::from(f.exit_code())
+        }
+    }
 }
 
 /// Where and how a run happens: provider, role, client timeout, debug output.
@@ -1498,7 +1547,7 @@ pub fn check(buf: &[u8], iter: u64) -> Option<usize> {
 }
 
 /// Writes one line of results and flushes; a closed stdout (`| head`) ends the run.
-pub fn emit(out: &mut dyn Write, text: &str) -> Res<()> {
+fn emit(out: &mut dyn Write, text: &str) -> Res<()> {
     writeln!(out, "{text}")
         .and_then(|()| out.flush())
         .map_err(|e| Failure::new(Error::from(e), "writing the results failed"))
@@ -1506,7 +1555,7 @@ pub fn emit(out: &mut dyn Write, text: &str) -> Res<()> {
 
 /// Prints a failure on stderr, marked as the server child's in a spawned server so a
 /// two-process run's messages tell their side.
-pub fn print_failure(f: &Failure, spawned: bool) {
+fn print_failure(f: &Failure, spawned: bool) {
     if spawned {
         eprintln!("[server] {}", f.msg);
     } else {
