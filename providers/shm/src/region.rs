@@ -24,7 +24,7 @@ use crate::sys::{self, Mapping};
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
 /// Layout version.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Bytes of one cell: one cache line.
 pub const CELL: usize = 64;
 /// Most channels of a region (the active bitmap is one word).
@@ -183,10 +183,7 @@ impl Region {
 
     #[inline]
     fn atomic(&self, off: usize) -> &AtomicU64 {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.map.len());
-        // SAFETY: in bounds and 8-aligned (mappings are page-aligned); shared memory is
-        // only ever accessed atomically at this offset by the layout's users.
-        unsafe { &*self.map.ptr().add(off).cast::<AtomicU64>() }
+        self.map.word(off)
     }
 
     fn atomic32(&self, off: usize) -> &AtomicU32 {

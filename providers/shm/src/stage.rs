@@ -11,6 +11,12 @@
 //! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
 //!   refuses the probe), sparse, mapped by the receiver on first use.
 //!
+//! In a staging file, each payload follows a line holding its progress word: the
+//! sender copies the first [`CHUNK`], sends the packet, then copies the rest a chunk at
+//! a time, publishing each; the receiver copies out behind it, so the two copies
+//! overlap. A receiver waiting on a sender that died, or that stops making progress
+//! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`.
+//!
 //! Payloads sent by rendezvous (see `rndv`) are read by the same [`ShmPull`].
 //!
 //! The receiver writes the slot's generation into the sender's release word once it
@@ -40,6 +46,17 @@ pub const NEAR_MAX: usize = 1 << 20;
 pub const FAR_BYTES: usize = 256 << 20;
 /// Most bytes staged privately at once (cross-memory attach) before sends see EAGAIN.
 pub const STAGE_PRIVATE_BYTES: usize = 512 << 20;
+/// Bytes of a payload staged in a file before its packet goes out; the rest follows
+/// in pieces of this size while the receiver already copies out behind the sender
+/// (see [`Stage::fill`]), so the two copies overlap instead of following each other.
+pub const CHUNK: usize = 8 << 10;
+/// Bytes before each payload in a staging file: the line of its progress word, the
+/// count of payload bytes copied so far.
+const PROGRESS: usize = 64;
+/// How long a receiver waits for a sender's copy to make progress before it gives the
+/// payload up (`FI_EIO`): far beyond any live sender's copy, so only a stuck or
+/// malicious one meets it.
+const PROGRESS_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Slot {
     gen: u64,
@@ -49,6 +66,8 @@ struct Slot {
     /// Staging file (0 near, 1 far) and extent, or `None` for a private buffer.
     file: Option<usize>,
     off: usize,
+    /// Bytes held: the extent in a file (progress line included), or the payload in
+    /// a private buffer.
     len: usize,
     peer: Option<Arc<PeerRegion>>,
 }
@@ -109,13 +128,17 @@ impl Stage {
 
     /// Copies `parts` (`len` bytes in all) into a free slot for `peer` and describes it.
     /// `Again` while every slot (or every byte of the place it needs) is in use.
+    ///
+    /// A payload staged in a file is copied only up to its first [`CHUNK`] here: once
+    /// the packet describing it is out, [`Self::fill`] with the returned [`Fill`] copies
+    /// the rest.
     pub fn stage(
         &mut self,
         own: &Region,
         peer: &Arc<PeerRegion>,
         parts: &[&[u8]],
         len: usize,
-    ) -> Result<Desc> {
+    ) -> Result<(Desc, Option<Fill>)> {
         self.reclaim(own, false);
         let placed = match self.place(len) {
             Some(p) => p,
@@ -125,7 +148,7 @@ impl Stage {
             }
         };
         let (s, file, off) = placed;
-        let (addr, mode) = match file {
+        let (addr, mode, rest) = match file {
             None => {
                 let slot = &mut self.slots[s];
                 slot.buf.clear();
@@ -134,23 +157,27 @@ impl Stage {
                     slot.buf.extend_from_slice(p);
                 }
                 self.used += len;
-                (slot.buf.as_ptr() as u64, Desc::CMA)
+                (slot.buf.as_ptr() as u64, Desc::CMA, None)
             }
             Some(f) => {
                 let map = &self.files[f].as_ref().ok_or(Error::NoMem)?.map;
-                let mut o = off;
-                for p in parts {
-                    map.copy_in(o, p);
-                    o += p.len();
-                }
-                (
-                    off as u64,
-                    if f == 0 {
-                        Desc::MAPPED
-                    } else {
-                        Desc::MAPPED_FAR
-                    },
-                )
+                let at = off + PROGRESS;
+                let first = len.min(CHUNK);
+                copy_range(map, at, parts, 0, first);
+                // Before the packet: its receiver sees at least the first chunk.
+                map.word(off).store(first as u64, Ordering::Release);
+                let mode = if f == 0 {
+                    Desc::MAPPED
+                } else {
+                    Desc::MAPPED_FAR
+                };
+                let rest = (first < len).then_some(Fill {
+                    file: f,
+                    at,
+                    from: first,
+                    len,
+                });
+                (at as u64, mode, rest)
             }
         };
         let slot = &mut self.slots[s];
@@ -158,23 +185,42 @@ impl Stage {
         slot.busy = true;
         slot.file = file;
         slot.off = off;
-        slot.len = len;
+        slot.len = if file.is_some() { PROGRESS + len } else { len };
         slot.peer = Some(peer.clone());
-        Ok(Desc {
+        let desc = Desc {
             addr,
             len: len as u64,
             slot: s as u32,
             mode,
             gen: slot.gen,
-        })
+        };
+        Ok((desc, rest))
     }
 
-    /// Where a payload of `len` bytes goes: (slot, staging file or private, offset).
+    /// Copies the rest of a payload that [`Self::stage`] began, a [`CHUNK`] at a time,
+    /// publishing each in the payload's progress word for the receiver copying out
+    /// behind. Called once the packet that describes the payload is out.
+    pub fn fill(&self, rest: Fill, parts: &[&[u8]]) {
+        let Some(file) = &self.files[rest.file] else {
+            return;
+        };
+        let progress = file.map.word(rest.at - PROGRESS);
+        let mut done = rest.from;
+        while done < rest.len {
+            let next = (done + CHUNK).min(rest.len);
+            copy_range(&file.map, rest.at, parts, done, next);
+            progress.store(next as u64, Ordering::Release);
+            done = next;
+        }
+    }
+
+    /// Where a payload of `len` bytes goes: (slot, staging file or private, offset of
+    /// its extent, which starts with the progress line).
     fn place(&self, len: usize) -> Option<(usize, Option<usize>, usize)> {
         let s = self.slots.iter().position(|s| !s.busy)?;
         if len <= NEAR_MAX {
             // Waiting for room near beats a system call per message.
-            return self.extent(0, len).map(|off| (s, Some(0), off));
+            return self.extent(0, PROGRESS + len).map(|off| (s, Some(0), off));
         }
         if self.cma {
             if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
@@ -182,7 +228,7 @@ impl Stage {
             }
             return Some((s, None, 0));
         }
-        self.extent(1, len).map(|off| (s, Some(1), off))
+        self.extent(1, PROGRESS + len).map(|off| (s, Some(1), off))
     }
 
     /// First fit in staging file `f`, avoiding extents in use (no allocation: the
@@ -243,6 +289,32 @@ impl Stage {
     }
 }
 
+/// The part of a file-staged payload still to copy once its packet is out
+/// ([`Stage::fill`]).
+#[derive(Debug)]
+pub struct Fill {
+    file: usize,
+    /// Offset of the payload in the file.
+    at: usize,
+    /// Bytes already copied.
+    from: usize,
+    len: usize,
+}
+
+/// Copies bytes `from..to` of the payload `parts` (split anywhere) to `at + from` in
+/// `map`.
+fn copy_range(map: &Mapping, at: usize, parts: &[&[u8]], from: usize, to: usize) {
+    let mut start = 0;
+    for p in parts {
+        let end = start + p.len();
+        let (a, b) = (start.max(from), end.min(to));
+        if a < b {
+            map.copy_in(at + a, &p[a - start..b - start]);
+        }
+        start = end;
+    }
+}
+
 /// A sender's staging file mapped by a receiver.
 pub struct StageMap {
     map: Mapping,
@@ -289,7 +361,12 @@ impl ShmPull {
             _ => {
                 let map = Self::map(&peer, desc.file())?;
                 let off = usize::try_from(desc.addr).map_err(|_| Error::Io)?;
-                if off > map.map.len() || len > map.map.len() - off {
+                // The payload follows its progress line.
+                if off < PROGRESS
+                    || !off.is_multiple_of(8)
+                    || off > map.map.len()
+                    || len > map.map.len() - off
+                {
                     return Err(Error::Io);
                 }
             }
@@ -307,6 +384,35 @@ impl ShmPull {
             .get_or_init(|| StageMap::open(peer, i))
             .as_ref()
             .map_err(|e| *e)
+    }
+
+    /// Waits until the sender copied more than `past` bytes of a file-staged payload
+    /// (published in `progress`), and returns how many it copied (at most the payload).
+    /// `Err(Io)` when the sender dies first, or makes no progress for
+    /// [`PROGRESS_LIMIT`].
+    fn ready(&self, progress: &std::sync::atomic::AtomicU64, past: usize) -> Result<usize> {
+        let mut seen = progress.load(Ordering::Acquire);
+        if seen as usize > past {
+            return Ok((seen as usize).min(self.len));
+        }
+        let mut since = std::time::Instant::now();
+        let mut n = 0u32;
+        loop {
+            std::hint::spin_loop();
+            let p = progress.load(Ordering::Acquire);
+            if p as usize > past {
+                return Ok((p as usize).min(self.len));
+            }
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(1024) {
+                let now = std::time::Instant::now();
+                if p != seen {
+                    (seen, since) = (p, now);
+                } else if now - since >= PROGRESS_LIMIT || self.peer.process_gone() {
+                    return Err(Error::Io);
+                }
+            }
+        }
     }
 
     /// The packet was consumed: hands the staging slot or the rendezvous record back
@@ -435,11 +541,20 @@ impl Pull for ShmPull {
                 dst,
             ),
             _ => {
-                // Bounds were checked against the mapping in `new`.
-                let b = Self::map(&self.peer, self.desc.file())?
-                    .map
-                    .bytes(self.desc.addr as usize + off, dst.len());
-                dst.copy_from_slice(b);
+                // Bounds were checked against the mapping in `new`; the sender may
+                // still be copying: each piece is taken once its progress word says
+                // it is there.
+                let map = &Self::map(&self.peer, self.desc.file())?.map;
+                let at = self.desc.addr as usize;
+                let progress = map.word(at - PROGRESS);
+                let end = off + dst.len();
+                let mut done = off;
+                while done < end {
+                    let ready = self.ready(progress, done)?.min(end);
+                    dst[done - off..ready - off]
+                        .copy_from_slice(map.bytes(at + done, ready - done));
+                    done = ready;
+                }
                 Ok(())
             }
         }

@@ -9,6 +9,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
 
 use fabric::{Error, Result};
 
@@ -155,6 +156,15 @@ impl Mapping {
         assert!(off <= self.len && len <= self.len - off);
         // SAFETY: in bounds of a mapping that lives as long as `self`.
         unsafe { std::slice::from_raw_parts(self.ptr().add(off), len) }
+    }
+
+    /// The 8-byte word at `off` (a multiple of 8), for values shared between processes.
+    #[inline]
+    pub fn word(&self, off: usize) -> &AtomicU64 {
+        assert!(off.is_multiple_of(8) && off <= self.len && 8 <= self.len - off);
+        // SAFETY: in bounds and 8-aligned (mappings are page-aligned); shared words are
+        // only ever accessed atomically by the layouts that place them.
+        unsafe { &*self.ptr().add(off).cast::<AtomicU64>() }
     }
 }
 

@@ -275,6 +275,38 @@ fn staged_payload_reads_are_bounds_checked() {
     }
 }
 
+/// A payload staged in a file goes out after its first chunk; a read of what the
+/// sender has not copied yet waits for it (and a read of the first chunk does not).
+/// The parts split the payload at odd places.
+#[test]
+fn file_staged_payloads_are_read_while_the_sender_copies() {
+    use crate::stage::{Stage, CHUNK};
+    let len = 3 * CHUNK + 1234;
+    let body: Vec<u8> = (0..len).map(|k| (k * 7 + 1) as u8).collect();
+    let parts = [&body[..5], &body[5..CHUNK + 3], &body[CHUNK + 3..]];
+    for cma in [true, false] {
+        let a = end(cma);
+        let region = a.ep.region();
+        let mut stage = Stage::new(region, cma).unwrap();
+        let sender = resolve(&a);
+        let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
+        let rest = rest.expect("a payload of several chunks is filled in later");
+        let pull = ShmPull::new(sender.clone(), &desc).unwrap();
+        let mut first = vec![0u8; CHUNK];
+        pull.read(0, &mut first).unwrap();
+        assert_eq!(first, body[..CHUNK], "cma={cma}");
+        let mut all = vec![0u8; len];
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                stage.fill(rest, &parts);
+            });
+            pull.read(0, &mut all).unwrap();
+        });
+        assert!(all == body, "cma={cma}: read before the sender copied it");
+    }
+}
+
 #[test]
 fn staging_slots_are_reused() {
     let mut a = end(true);

@@ -119,6 +119,12 @@ impl ShmEp {
     pub fn region_bytes(&self) -> usize {
         self.shared.region.len()
     }
+
+    /// This endpoint's shared region (for tests of the parts that take one).
+    #[cfg(test)]
+    pub(crate) fn region(&self) -> &Region {
+        &self.shared.region
+    }
 }
 
 struct TxChan {
@@ -273,14 +279,17 @@ impl ShmTx {
             }
         }
         let stage = self.stage.as_mut().ok_or(Error::NoMem)?;
-        let d = stage.stage(&self.shared.region, &self.chans[i].peer, parts, len)?;
+        let (d, rest) = stage.stage(&self.shared.region, &self.chans[i].peer, parts, len)?;
         let r = write_packet(&mut self.chans[i], hdr, parts, len, reserve, Some(&d));
-        if r.is_err() {
+        match (&r, rest) {
+            (Ok(()), Some(rest)) => stage.fill(rest, parts),
+            (Ok(()), None) => {}
             // Not sent: the slot goes back as if released.
-            self.shared
+            (Err(_), _) => self
+                .shared
                 .region
                 .release(d.slot as usize)
-                .store(d.gen, Ordering::Release);
+                .store(d.gen, Ordering::Release),
         }
         r
     }
