@@ -171,13 +171,13 @@ impl RawIov {
     }
 }
 
-/// `copy_nonoverlapping` that copies up to 16 bytes inline: for a small message a call
-/// into `memcpy` costs more than the copy.
+/// `copy_nonoverlapping` that copies up to 16 bytes inline: for a small message (or
+/// an RMA write of a word) a call into `memcpy` costs more than the copy.
 ///
 /// # Safety
 /// As `core::ptr::copy_nonoverlapping(src, dst, n)`.
 #[inline(always)]
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY (every block): the caller guarantees `n` readable bytes at `src`, `n`
     // writable bytes at `dst`, not overlapping; each access below stays in `[0, n)`:
     // two possibly overlapping words cover `n` in `[w, 2w]`.
