@@ -215,11 +215,21 @@ impl<S: Config> EpInner<S> {
         flags: OpFlags,
         want: bool,
     ) -> Option<Result<()>> {
+        // One test of the operation decides everything that depends on it (the
+        // completion's kind folds into each arm).
+        let (op, target_len, done_len, (cflags, ck)) = match r.op {
+            // Remote CQ data needs the target's completion queue: the packet path.
+            Op::Write if r.data.is_none() => (DirectOp::Write, len, len, completion_kind(r)),
+            Op::ReadReq => (DirectOp::Read, r.rma.len, r.rma.len, completion_kind(r)),
+            // The target ignores the data of atomics.
+            Op::Atomic => (direct_atomic(r)?, r.rma.len, len, completion_kind(r)),
+            _ => return None,
+        };
         let req = DirectReq {
-            op: direct_op(r)?,
+            op,
             addr: r.rma.addr,
             key: r.rma.key,
-            len: if r.op == Op::Write { len } else { r.rma.len },
+            len: target_len,
             payload: r.iov,
             compare: r.compare,
         };
@@ -258,12 +268,8 @@ impl<S: Config> EpInner<S> {
             Ok(Direct::Done) => Some(Error::Io),
             Ok(Direct::Failed(e)) => Some(e),
         };
-        let (cflags, ck) = completion_kind(r);
         match err {
-            None => {
-                let len = if r.op == Op::ReadReq { r.rma.len } else { len };
-                st.succeed(ck, want, r.ctx, cflags, len);
-            }
+            None => st.succeed(ck, want, r.ctx, cflags, done_len),
             Some(e) => st.fail(ck, r.ctx, cflags, e, e.code()),
         }
         Some(Ok(()))
@@ -410,27 +416,21 @@ fn gather<'a>(r: &TxReq<'a>) -> ([&'a [u8]; IOV_LIMIT + 1], usize) {
     (parts, n + 1)
 }
 
-/// What `r` does to target memory, if the direct path may perform it: remote CQ data
-/// needs the target's completion queue, so such a write takes the packet path (the
-/// target ignores the data of reads and atomics).
+/// The direct form of atomic request `r` (whose operation and datatype were checked
+/// when posting).
 #[inline]
-fn direct_op(r: &TxReq<'_>) -> Option<DirectOp> {
-    match r.op {
-        Op::Write if r.data.is_none() => Some(DirectOp::Write),
-        Op::ReadReq => Some(DirectOp::Read),
-        Op::Atomic => Some(DirectOp::Atomic {
-            class: if r.atomic.2 & HDR_COMPARE != 0 {
-                AtomicClass::Compare
-            } else if r.atomic.2 & HDR_FETCH != 0 {
-                AtomicClass::Fetch
-            } else {
-                AtomicClass::Base
-            },
-            op: AtomicOp::from_raw(r.atomic.0)?,
-            dt: Datatype::from_raw(r.atomic.1)?,
-        }),
-        _ => None,
-    }
+fn direct_atomic(r: &TxReq<'_>) -> Option<DirectOp> {
+    Some(DirectOp::Atomic {
+        class: if r.atomic.2 & HDR_COMPARE != 0 {
+            AtomicClass::Compare
+        } else if r.atomic.2 & HDR_FETCH != 0 {
+            AtomicClass::Fetch
+        } else {
+            AtomicClass::Base
+        },
+        op: AtomicOp::from_raw(r.atomic.0)?,
+        dt: Datatype::from_raw(r.atomic.1)?,
+    })
 }
 
 #[inline]

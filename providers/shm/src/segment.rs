@@ -163,7 +163,7 @@ impl SegFile {
 
     /// Copies `src` to data offset `off` (bounds checked by the caller's range check;
     /// asserted here).
-    #[inline]
+    #[inline(always)]
     pub fn copy_in(&self, off: usize, src: &[u8]) {
         assert!(off <= self.len && src.len() <= self.len - off);
         // SAFETY: inside the live mapping's data (asserted). `src` is ordinary memory
