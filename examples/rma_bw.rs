@@ -214,6 +214,17 @@ struct Window {
     entries: [CqTaggedEntry; BATCH],
 }
 
+/// How the operations of one size are posted.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    /// Bytes per operation.
+    size: usize,
+    /// `fi_inject_write`: complete when posted, no completion to wait for.
+    inject: bool,
+    /// The call, for error messages.
+    name: &'static str,
+}
+
 /// The client's state during a size.
 struct Client<'a, P: Provider> {
     o: &'a Objects<P>,
@@ -233,7 +244,7 @@ impl<P: Provider> Client<'_, P> {
     /// `win.pending`) and retries.
     fn post(
         &self,
-        size: usize,
+        how: Posting,
         slot: usize,
         seq: u64,
         src: &[u8],
@@ -241,7 +252,7 @@ impl<P: Provider> Client<'_, P> {
         win: &mut Window,
     ) -> Res<()> {
         let (ep, peer, key) = (&self.o.ep, self.peer, self.remote.key);
-        let addr = self.remote.addr + (slot * size) as u64;
+        let addr = self.remote.addr + (slot * how.size) as u64;
         if let Some(rk) = &self.rkey {
             // Complete when they return: nothing to wait for.
             let out = &mut *dst[slot];
@@ -257,14 +268,7 @@ impl<P: Provider> Client<'_, P> {
         }
         let ctx = Context(slot);
         let one = 1u64.to_le_bytes();
-        let inject = self.op == Op::Write && size < self.inject_below;
-        let name = match self.op {
-            Op::Write if inject => "fi_inject_write",
-            Op::Write => "fi_write",
-            Op::Read => "fi_read",
-            Op::WriteData => "fi_writedata",
-            Op::FetchAdd => "fi_fetch_atomic",
-        };
+        let (inject, name) = (how.inject, how.name);
         let out = &mut *dst[slot];
         let ptr = out.as_mut_ptr();
         let len = out.len();
@@ -313,6 +317,20 @@ impl<P: Provider> Client<'_, P> {
         Ok(())
     }
 
+    /// How operations of `size` bytes are posted: decided once per size, not per
+    /// operation (the loop is what is timed).
+    fn posting(&self, size: usize) -> Posting {
+        let inject = self.op == Op::Write && size < self.inject_below;
+        let name = match self.op {
+            Op::Write if inject => "fi_inject_write",
+            Op::Write => "fi_write",
+            Op::Read => "fi_read",
+            Op::WriteData => "fi_writedata",
+            Op::FetchAdd => "fi_fetch_atomic",
+        };
+        Posting { size, inject, name }
+    }
+
     /// `bandwidth_rma` for one size: returns the time of the timed operations.
     fn run(
         &self,
@@ -326,13 +344,14 @@ impl<P: Provider> Client<'_, P> {
             pending: 0,
             entries: [CqTaggedEntry::default(); BATCH],
         };
+        let how = self.posting(size);
         let mut start = Instant::now();
         let mut slot = 0;
         for i in 0..total {
             if i == warmup {
                 start = Instant::now();
             }
-            self.post(size, slot, i as u64, src, dst, &mut win)?;
+            self.post(how, slot, i as u64, src, dst, &mut win)?;
             slot += 1;
             if slot == self.window || i + 1 == total {
                 common::wait_n::<P>(

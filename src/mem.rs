@@ -171,9 +171,9 @@ impl RawIov {
     }
 }
 
-/// `copy_nonoverlapping` that copies up to 16 bytes inline: for a small message a call
-/// into `memcpy` costs more than the copy. Providers use it for their own small copies
-/// (a payload into a shared-memory cell).
+/// `copy_nonoverlapping` that copies up to 16 bytes inline: for a small message (or
+/// an RMA write of a word) a call into `memcpy` costs more than the copy. Providers use
+/// it for their own small copies (a payload into a shared-memory cell or segment).
 ///
 /// # Safety
 /// As `core::ptr::copy_nonoverlapping(src, dst, n)`.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
 
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
@@ -139,17 +140,18 @@ pub trait Transport: Send + Sync + 'static {
     /// Whether [`direct`](Self::direct) can ever handle an operation. The core tests
     /// it at compile time, so transports that leave the default `false` pay nothing.
     const DIRECT: bool = false;
-    /// Performs an RMA write, RMA read or atomic request (`hdr` and `payload` exactly as
-    /// [`send`](Self::send) would carry them; `hdr.req` is not assigned yet) at the
-    /// initiator, when the transport can reach the target memory itself (for example
-    /// memory the target process published in shared memory), instead of sending it.
+    /// Performs an RMA write, RMA read or atomic request `req` at the initiator, when
+    /// the transport can reach the target memory itself (for example memory the target
+    /// process published in shared memory), instead of sending it as a packet. The
+    /// core offers only requests that need nothing of the target's endpoint (no remote
+    /// CQ data).
     ///
     /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
     /// atomic replaced were handed to `out` in order, in one or more pieces that
-    /// together make exactly the result (`hdr.len` bytes of a read, `hdr.aux` of a
-    /// fetching atomic). [`Direct::Failed`]: the target's checks refused it, with the
-    /// error the target would have answered (`KeyRejected`, `Access`, `Fault`, ...), and
-    /// target memory is unchanged. [`Direct::Declined`]: send it as a packet.
+    /// together make exactly the result (`req.len` bytes). [`Direct::Failed`]: the
+    /// target's checks refused it, with the error the target would have answered
+    /// (`KeyRejected`, `Access`, `Fault`, ...), and target memory is unchanged.
+    /// [`Direct::Declined`]: send it as a packet.
     ///
     /// With `hold` set, earlier operations of the transmit context still wait for
     /// responses: nothing may be performed yet (it would overtake them), and the answer
@@ -160,12 +162,11 @@ pub trait Transport: Send + Sync + 'static {
         &self,
         tx: &mut Self::Sender,
         to: &Self::Peer,
-        hdr: &Header,
-        payload: &[&[u8]],
+        req: &DirectReq<'_>,
         hold: bool,
         out: F,
     ) -> Direct {
-        let _ = (tx, to, hdr, payload, hold, out);
+        let _ = (tx, to, req, hold, out);
         Direct::Declined
     }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
@@ -184,6 +185,47 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
+}
+
+/// What an operation offered to [`Transport::direct`] does to target memory.
+// An explicit tag: matching it is one comparison (a niche in `class` costs more).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectOp {
+    /// RMA write of the payload.
+    Write,
+    /// RMA read.
+    Read,
+    /// Atomic operation, valid for its class ([`crate::atomic::is_valid`]).
+    Atomic {
+        /// The family of calls it was issued through.
+        class: AtomicClass,
+        /// The operation.
+        op: AtomicOp,
+        /// The element type.
+        dt: Datatype,
+    },
+}
+
+/// An RMA or atomic request offered to [`Transport::direct`]: the target side of the
+/// operation only, as the target's memory-registration checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectReq<'a> {
+    /// What it does.
+    pub op: DirectOp,
+    /// Target address (virtual or offset, per the target's MR mode).
+    pub addr: u64,
+    /// Remote key.
+    pub key: u64,
+    /// Bytes of target memory accessed: the payload's length for a write, the length
+    /// read, an atomic's elements times the datatype's size (a multiple of it, at most
+    /// [`MAX_ATOMIC_SIZE`](crate::domain::MAX_ATOMIC_SIZE)).
+    pub len: usize,
+    /// The write's data or the atomic's operands (`len` bytes together; none for reads
+    /// and `FI_ATOMIC_READ`).
+    pub payload: &'a [&'a [u8]],
+    /// A compare atomic's compare values (`len` bytes); empty otherwise.
+    pub compare: &'a [u8],
 }
 
 /// What [`Transport::direct`] did with an RMA or atomic operation.

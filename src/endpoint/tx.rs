@@ -1,13 +1,14 @@
 //! The transmit data path: checks, completions, and responses to pending operations.
 #![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
 use crate::cq_format::Completion;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::mem::IOV_LIMIT;
-use crate::provider::{Direct, Payload, Pull, Transport};
+use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::Context;
 use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
@@ -67,17 +68,19 @@ impl<S: Config> EpInner<S> {
                 st.fenced.push_back(OwnedTx::from_req(r, flags));
                 return Ok(());
             }
-            self.transmit(st, txi, r, flags)
+            self.transmit(st, txi, r, len, flags)
         })
     }
 
-    /// Sends a checked request and completes it at once unless it waits for a response.
+    /// Sends a checked request carrying `len` payload bytes and completes it at once
+    /// unless it waits for a response.
     #[inline]
     fn transmit(
         &self,
         st: &mut TxState<S>,
         txi: usize,
         r: &TxReq<'_>,
+        len: usize,
         flags: OpFlags,
     ) -> Result<()> {
         let want = !flags.contains(OpFlags::INJECT_CALL)
@@ -85,9 +88,15 @@ impl<S: Config> EpInner<S> {
         if matches!(r.op, Op::Msg | Op::Tagged) && !flags.contains(OpFlags::DELIVERY_COMPLETE) {
             return self.transmit_eager(st, r, want);
         }
-        let (cflags, ck) = completion_kind(r);
         st.room_for(want)?;
-        let len = payload_len(r);
+        // Compile-time test: transports without a direct path (loopback) keep exactly
+        // the packet path below.
+        if <TransportOf<S> as Transport>::DIRECT {
+            if let Some(res) = self.transmit_direct(st, r, len, flags, want) {
+                return res;
+            }
+        }
+        let (cflags, ck) = completion_kind(r);
         let needs_resp =
             !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
         let mut hdr = Header {
@@ -110,15 +119,6 @@ impl<S: Config> EpInner<S> {
             Op::ReadReq => hdr.len = r.rma.len as u64,
             Op::Atomic => hdr.aux = r.result.len().max(len) as u32,
             _ => {}
-        }
-        // Compile-time test: transports without a direct path (loopback) keep exactly
-        // the packet path below.
-        if <TransportOf<S> as Transport>::DIRECT
-            && matches!(r.op, Op::Write | Op::ReadReq | Op::Atomic)
-        {
-            if let Some(res) = self.transmit_direct(st, r, flags, &mut hdr, want) {
-                return res;
-            }
         }
         if needs_resp {
             let p = Pending {
@@ -191,44 +191,54 @@ impl<S: Config> EpInner<S> {
         Ok(())
     }
 
-    /// Offers an RMA or atomic request to the transport's direct path
-    /// ([`Transport::direct`]), which performs it at the initiator; then it completes at
-    /// once, like a transmit-complete send, and no pending entry is needed. `None`: the
-    /// transport declined, send it as a packet.
+    /// Offers an RMA or atomic request carrying `len` payload bytes to the transport's
+    /// direct path ([`Transport::direct`]), which performs it at the initiator; then it
+    /// completes at once, like a transmit-complete send, and no pending entry is needed.
+    /// `None`: not offered (a message, a write with remote CQ data) or declined: send it
+    /// as a packet.
     #[inline]
     fn transmit_direct(
         &self,
         st: &mut TxState<S>,
         r: &TxReq<'_>,
+        len: usize,
         flags: OpFlags,
-        hdr: &mut Header,
         want: bool,
     ) -> Option<Result<()>> {
-        let parts;
-        let payload = if r.compare.is_empty() {
-            r.iov
-        } else {
-            parts = gather(r);
-            &parts.0[..parts.1]
+        // One test of the operation decides everything that depends on it (the
+        // completion's kind folds into each arm).
+        let (op, target_len, done_len, (cflags, ck)) = match r.op {
+            // Remote CQ data needs the target's completion queue: the packet path.
+            Op::Write if r.data.is_none() => (DirectOp::Write, len, len, completion_kind(r)),
+            Op::ReadReq => (DirectOp::Read, r.rma.len, r.rma.len, completion_kind(r)),
+            // The target ignores the data of atomics.
+            Op::Atomic => (direct_atomic(r)?, r.rma.len, len, completion_kind(r)),
+            _ => return None,
+        };
+        let req = DirectReq {
+            op,
+            addr: r.rma.addr,
+            key: r.rma.key,
+            len: target_len,
+            payload: r.iov,
+            compare: r.compare,
         };
         // An operation performed now would overtake those still waiting for responses
         // (the target applies them later), breaking the provider's ordering.
         let hold = st.pending.in_flight() > 0;
-        let result = r.result;
+        let result = &r.result;
         let mut filled = 0usize;
         let outcome = match &st.av {
             None => Err(Error::NoAv),
-            Some(av) => av.with_peer(r.dest, |peer, rx| {
-                hdr.rx_idx = rx as u16;
+            Some(av) => av.with_peer(r.dest, |peer, _| {
                 Ok(self.sender.with(|tx| {
-                    self.transport
-                        .direct(tx, peer, hdr, payload, hold, |b: &[u8]| {
-                            // SAFETY: `result` was recorded by an `unsafe` read/fetch
-                            // call whose contract keeps the buffers valid and unaliased
-                            // until completion, which is now; `fill` writes at most
-                            // what is left of them after `filled` bytes.
-                            filled += unsafe { result.advance(filled).fill(&[b]) };
-                        })
+                    self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
+                        // SAFETY: `result` was recorded by an `unsafe` read/fetch
+                        // call whose contract keeps the buffers valid and unaliased
+                        // until completion, which is now; `fill` writes at most
+                        // what is left of them after `filled` bytes.
+                        filled += unsafe { result.advance(filled).fill(&[b]) };
+                    })
                 }))
             }),
         };
@@ -248,16 +258,8 @@ impl<S: Config> EpInner<S> {
             Ok(Direct::Done) => Some(Error::Io),
             Ok(Direct::Failed(e)) => Some(e),
         };
-        let (cflags, ck) = completion_kind(r);
         match err {
-            None => {
-                let len = if r.op == Op::ReadReq {
-                    r.rma.len
-                } else {
-                    payload_len(r)
-                };
-                st.succeed(ck, want, r.ctx, cflags, len);
-            }
+            None => st.succeed(ck, want, r.ctx, cflags, done_len),
             Some(e) => st.fail(ck, r.ctx, cflags, e, e.code()),
         }
         Some(Ok(()))
@@ -324,7 +326,7 @@ impl<S: Config> EpInner<S> {
             };
             let iov = [&o.payload[..]];
             let req = o.req(&iov);
-            match self.transmit(st, txi, &req, o.flags) {
+            match self.transmit(st, txi, &req, payload_len(&req), o.flags) {
                 Ok(()) => {}
                 Err(Error::Again) => {
                     st.fenced.push_front(o);
@@ -402,6 +404,23 @@ fn gather<'a>(r: &TxReq<'a>) -> ([&'a [u8]; IOV_LIMIT + 1], usize) {
     parts[..n].copy_from_slice(&r.iov[..n]);
     parts[n] = r.compare;
     (parts, n + 1)
+}
+
+/// The direct form of atomic request `r` (whose operation and datatype were checked
+/// when posting).
+#[inline]
+fn direct_atomic(r: &TxReq<'_>) -> Option<DirectOp> {
+    Some(DirectOp::Atomic {
+        class: if r.atomic.2 & HDR_COMPARE != 0 {
+            AtomicClass::Compare
+        } else if r.atomic.2 & HDR_FETCH != 0 {
+            AtomicClass::Fetch
+        } else {
+            AtomicClass::Base
+        },
+        op: AtomicOp::from_raw(r.atomic.0)?,
+        dt: Datatype::from_raw(r.atomic.1)?,
+    })
 }
 
 #[inline]

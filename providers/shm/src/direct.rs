@@ -18,8 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use fabric::domain::MAX_ATOMIC_SIZE;
 use fabric::flags::MrAccess;
-use fabric::provider::Direct;
-use fabric::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use fabric::provider::{Direct, DirectOp, DirectReq};
 use fabric::{Error, Result};
 
 use crate::directory::{PeerDirectory, Snapshot};
@@ -240,21 +239,28 @@ pub struct TxDirect {
 }
 
 impl TxDirect {
-    /// The cached target for (`to`, `key`), looking it up and mapping it on a miss.
+    /// The mapped target for `k` (a peer's nonce and a key) if it is the one used
+    /// last: repeated use of one (peer, key), the common case, skips the hash lookup.
     ///
-    /// A mapped entry is returned without checking that it is current: the caller
-    /// checks that once it counted itself busy, and evicts it when it is not.
+    /// Mapped entries are returned without checking that they are current: the caller
+    /// checks that once it counted itself busy, and evicts them when they are not.
     #[inline]
-    fn target(&mut self, to: &PeerRegion, dir: &Arc<PeerDir>, key: u64) -> Option<&Target> {
-        let k = (to.name.nonce, key);
-        let found = match self.entries.get(self.last) {
-            Some((at, _)) if *at == k => Some(self.last),
-            _ => self.index.get(&k).copied(),
-        };
-        let i = match found {
+    fn last(&self, k: (u64, u64)) -> Option<&Target> {
+        match self.entries.get(self.last) {
+            Some((at, Cached::Mapped(t))) if *at == k => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The mapped target for `k` (`to`'s nonce and a key) when it is not the one used
+    /// last (see [`Self::last`]): looked up in the cache, and in `to`'s directory on a
+    /// miss; it becomes the one used last. `None` when absent or unmappable.
+    #[inline(never)]
+    fn find(&mut self, to: &PeerRegion, k: (u64, u64)) -> Option<&Target> {
+        let i = match self.index.get(&k).copied() {
             Some(i) if matches!(self.entries[i].1, Cached::Mapped(_)) => i,
             Some(i) if self.entries[i].1.current() => return None,
-            _ => self.fill(k, dir)?,
+            _ => self.fill(k, peer_dir(to)?)?,
         };
         self.last = i;
         match &self.entries[i].1 {
@@ -346,22 +352,19 @@ struct AtomicReq {
 }
 
 impl AtomicReq {
-    /// The request in `hdr`, if it is one of the lock-free kinds: datatypes of at most 8
-    /// bytes, valid for the class, with well-formed lengths. Anything else goes to the
-    /// target, which answers it (with the canonical error if it is malformed).
+    /// The atomic `req` asks for (of `class`, `op`, `dt`), if it is one of the lock-free
+    /// kinds: datatypes of at most 8 bytes, valid for the class, with well-formed
+    /// lengths. Anything else goes to the target, which answers it (with the canonical
+    /// error if it is malformed).
     #[inline]
-    fn parse(hdr: &Header, total: usize) -> Option<AtomicReq> {
-        let op = AtomicOp::from_raw(hdr.atomic_op)?;
-        let dt = Datatype::from_raw(hdr.datatype)?;
-        let class = if hdr.flags & HDR_COMPARE != 0 {
-            AtomicClass::Compare
-        } else if hdr.flags & HDR_FETCH != 0 {
-            AtomicClass::Fetch
-        } else {
-            AtomicClass::Base
-        };
+    fn new(
+        req: &DirectReq<'_>,
+        class: AtomicClass,
+        op: AtomicOp,
+        dt: Datatype,
+    ) -> Option<AtomicReq> {
         let size = dt.size();
-        let n = hdr.aux as usize;
+        let n = req.len;
         if size > 8
             || !atomic::is_valid(class, op, dt)
             || n == 0
@@ -370,12 +373,15 @@ impl AtomicReq {
         {
             return None;
         }
-        let want = match (class, op) {
-            (AtomicClass::Compare, _) => 2 * n,
-            (_, AtomicOp::AtomicRead) => 0,
-            _ => n,
-        };
-        (total == want && hdr.len == total as u64).then_some(AtomicReq { class, op, dt, n })
+        let operands = if op == AtomicOp::AtomicRead { 0 } else { n };
+        let compare = if class == AtomicClass::Compare { n } else { 0 };
+        let total: usize = req.payload.iter().map(|p| p.len()).sum();
+        (total == operands && req.compare.len() == compare).then_some(AtomicReq {
+            class,
+            op,
+            dt,
+            n,
+        })
     }
 
     /// Rights needed, as the target checks them.
@@ -397,35 +403,23 @@ enum Kind {
     Atomic(AtomicReq),
 }
 
-/// Performs `hdr` into `to`'s published memory if there is any under its key (see
+/// Performs `req` into `to`'s published memory if there is any under its key (see
 /// [`fabric::Transport::direct`] for the contract).
 #[inline]
 pub fn run<F: FnMut(&[u8])>(
     tx: &mut TxDirect,
     to: &PeerRegion,
-    hdr: &Header,
-    payload: &[&[u8]],
+    req: &DirectReq<'_>,
     hold: bool,
     mut out: F,
 ) -> Direct {
-    let total: usize = match payload {
-        [one] => one.len(),
-        [a, b] => a.len() + b.len(),
-        many => many.iter().map(|p| p.len()).sum(),
-    };
-    let (kind, need, access) = match Op::from_raw(hdr.op) {
-        // Remote CQ data needs the target's completion queue: the ring path.
-        Some(Op::Write) if hdr.flags & HDR_REMOTE_CQ_DATA != 0 => return Direct::Declined,
-        Some(Op::Write) if hdr.len == total as u64 => (Kind::Write, total, MrAccess::REMOTE_WRITE),
-        Some(Op::ReadReq) if total == 0 => match usize::try_from(hdr.len) {
-            Ok(len) => (Kind::Read, len, MrAccess::REMOTE_READ),
-            Err(_) => return Direct::Declined,
-        },
-        Some(Op::Atomic) => match AtomicReq::parse(hdr, total) {
-            Some(a) => (Kind::Atomic(a), a.n, a.access()),
+    let (kind, access) = match req.op {
+        DirectOp::Write => (Kind::Write, MrAccess::REMOTE_WRITE),
+        DirectOp::Read => (Kind::Read, MrAccess::REMOTE_READ),
+        DirectOp::Atomic { class, op, dt } => match AtomicReq::new(req, class, op, dt) {
+            Some(a) => (Kind::Atomic(a), a.access()),
             None => return Direct::Declined,
         },
-        _ => return Direct::Declined,
     };
     if to.known_dead() || to.region.closed() {
         return Direct::Declined;
@@ -435,20 +429,20 @@ pub fn run<F: FnMut(&[u8])>(
         tx.forget_peer(to.name.nonce);
         return Direct::Declined;
     }
-    let Some(dir) = peer_dir(to) else {
-        return Direct::Declined;
-    };
-    let k = (to.name.nonce, hdr.key);
+    let k = (to.name.nonce, req.key);
     // Twice at most: once more after finding the cached entry withdrawn.
     for _ in 0..2 {
-        let Some(t) = tx.target(to, dir, hdr.key) else {
+        let Some(t) = (match tx.last(k) {
+            Some(t) => Some(t),
+            None => tx.find(to, k),
+        }) else {
             return Direct::Declined;
         };
         if hold {
             // Even a failure waits: completions keep the order of the operations.
             return Direct::Held;
         }
-        let off = match check(t, hdr.addr, need, access) {
+        let off = match check(t, req.addr, req.len, access) {
             Ok(off) => off,
             Err(e) if t.current() => return Direct::Failed(e),
             Err(_) => {
@@ -472,18 +466,24 @@ pub fn run<F: FnMut(&[u8])>(
         }
         let res = match kind {
             Kind::Write => {
-                let mut at = off;
-                for p in payload {
-                    t.seg.copy_in(at, p);
-                    at += p.len();
+                match req.payload {
+                    // One buffer, the common case, without the loop.
+                    [one] => t.seg.copy_in(off, one),
+                    many => {
+                        let mut at = off;
+                        for p in many {
+                            t.seg.copy_in(at, p);
+                            at += p.len();
+                        }
+                    }
                 }
                 Ok(())
             }
             Kind::Read => {
-                out(t.seg.bytes(off, need));
+                out(t.seg.bytes(off, req.len));
                 Ok(())
             }
-            Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, payload, &mut out),
+            Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, (req.payload, req.compare), &mut out),
         };
         busy.fetch_sub(1, Ordering::Release);
         return match res {
@@ -539,13 +539,11 @@ fn apply_atomic<F: FnMut(&[u8])>(
     seg: &SegFile,
     off: usize,
     a: &AtomicReq,
-    payload: &[&[u8]],
+    (operands, compare): (&[&[u8]], &[u8]),
     out: &mut F,
 ) -> Result<()> {
     let size = a.dt.size();
     let fetch = a.class != AtomicClass::Base;
-    let mut operand = [0u8; 8];
-    let mut compare = [0u8; 8];
     let mut old = [0u8; 8];
     let opnd_len = if a.op == AtomicOp::AtomicRead {
         0
@@ -559,9 +557,10 @@ fn apply_atomic<F: FnMut(&[u8])>(
     };
     for k in 0..a.n / size {
         let at = off + k * size;
-        gather(payload, k * size, &mut operand[..opnd_len]);
-        gather(payload, a.n + k * size, &mut compare[..cmp_len]);
-        let (o, c) = (&operand[..opnd_len], &compare[..cmp_len]);
+        let (mut o, mut c) = ([0u8; 8], [0u8; 8]);
+        gather(operands, k * size, &mut o[..opnd_len]);
+        gather(&[compare], k * size, &mut c[..cmp_len]);
+        let (o, c) = (&o[..opnd_len], &c[..cmp_len]);
         let r = match size {
             1 => seg
                 .word::<AtomicU8>(at)
@@ -666,34 +665,63 @@ mod tests {
 
     #[test]
     fn atomic_requests_the_ring_must_serve() {
-        let h = |op: AtomicOp, dt: Datatype, flags, aux: usize, len: usize| Header {
-            op: Op::Atomic as u8,
-            atomic_op: op.as_raw(),
-            datatype: dt.as_raw(),
-            flags,
-            aux: aux as u32,
-            len: len as u64,
-            ..Header::default()
+        let (one, two): (&[u8], &[u8]) = (&[0; 16], &[0; 8]);
+        let a = |op: AtomicOp, dt: Datatype, class, len: usize, operand: &[u8], cmp: &[u8]| {
+            let payload = [operand];
+            let req = DirectReq {
+                op: DirectOp::Atomic { class, op, dt },
+                addr: 0,
+                key: 0,
+                len,
+                payload: &payload,
+                compare: cmp,
+            };
+            AtomicReq::new(&req, class, op, dt).map(|a| a.access())
         };
-        let ok = h(AtomicOp::Sum, Datatype::Uint64, 0, 8, 8);
-        assert!(AtomicReq::parse(&ok, 8).is_some());
-        // 16-byte datatypes, invalid combinations, malformed lengths: declined.
-        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Int128, 0, 16, 16), 16).is_none());
-        assert!(
-            AtomicReq::parse(&h(AtomicOp::Sum, Datatype::DoubleComplex, 0, 16, 16), 16).is_none()
-        );
-        assert!(AtomicReq::parse(&h(AtomicOp::Bor, Datatype::Double, 0, 8, 8), 8).is_none());
-        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Uint64, 0, 12, 12), 12).is_none());
-        assert!(AtomicReq::parse(&h(AtomicOp::Sum, Datatype::Uint64, 0, 8, 8), 16).is_none());
-        let cas = h(AtomicOp::Cswap, Datatype::Uint32, HDR_COMPARE, 4, 8);
+        use AtomicClass::{Base, Compare, Fetch};
         assert_eq!(
-            AtomicReq::parse(&cas, 8).map(|a| a.access()),
+            a(AtomicOp::Sum, Datatype::Uint64, Base, 8, &one[..8], &[]),
+            Some(MrAccess::REMOTE_WRITE)
+        );
+        // 16-byte datatypes, invalid combinations, malformed lengths: declined.
+        assert!(a(AtomicOp::Sum, Datatype::Int128, Base, 16, one, &[]).is_none());
+        assert!(a(AtomicOp::Sum, Datatype::DoubleComplex, Base, 16, one, &[]).is_none());
+        assert!(a(AtomicOp::Bor, Datatype::Double, Base, 8, two, &[]).is_none());
+        assert!(a(AtomicOp::Sum, Datatype::Uint64, Base, 12, &one[..12], &[]).is_none());
+        assert!(a(AtomicOp::Sum, Datatype::Uint64, Base, 8, one, &[]).is_none());
+        assert!(a(AtomicOp::Sum, Datatype::Uint64, Base, 0, &[], &[]).is_none());
+        assert!(a(
+            AtomicOp::Cswap,
+            Datatype::Uint32,
+            Compare,
+            4,
+            &two[..4],
+            &[]
+        )
+        .is_none());
+        assert_eq!(
+            a(
+                AtomicOp::Cswap,
+                Datatype::Uint32,
+                Compare,
+                4,
+                &two[..4],
+                &two[..4]
+            ),
             Some(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
         );
-        let rd = h(AtomicOp::AtomicRead, Datatype::Float, HDR_FETCH, 4, 0);
         assert_eq!(
-            AtomicReq::parse(&rd, 0).map(|a| a.access()),
+            a(AtomicOp::AtomicRead, Datatype::Float, Fetch, 4, &[], &[]),
             Some(MrAccess::REMOTE_READ)
         );
+        assert!(a(
+            AtomicOp::AtomicRead,
+            Datatype::Float,
+            Fetch,
+            4,
+            &two[..4],
+            &[]
+        )
+        .is_none());
     }
 }

@@ -113,6 +113,7 @@ impl SegFile {
         self.nonce
     }
 
+    #[inline]
     fn word64(&self, off: usize) -> &AtomicU64 {
         assert!(off.is_multiple_of(8) && off + 8 <= SEG_HEADER);
         // SAFETY: in the header page of a live mapping, 8-aligned (mappings are
@@ -162,10 +163,21 @@ impl SegFile {
 
     /// Copies `src` to data offset `off` (bounds checked by the caller's range check;
     /// asserted here).
-    #[inline]
+    #[inline(always)]
     pub fn copy_in(&self, off: usize, src: &[u8]) {
         assert!(off <= self.len && src.len() <= self.len - off);
-        self.map.copy_in(SEG_HEADER + off, src);
+        // SAFETY: inside the live mapping's data (asserted). `src` is ordinary memory
+        // of ours, so the ranges do not overlap; peers racing on these bytes only change
+        // what they read (RMA races are undefined in libfabric, not unsafe here: no
+        // reference to the shared bytes is formed). Small writes are copied inline:
+        // a call into `memcpy` costs more than an 8-byte put.
+        unsafe {
+            fabric::mem::copy_bytes(
+                src.as_ptr(),
+                self.map.ptr().add(SEG_HEADER + off),
+                src.len(),
+            )
+        };
     }
 
     /// Data bytes `off..off + len` (peers may change them while they are read).

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fabric::provider::Direct;
+use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Eager, Header, Op, HDR_ACK};
 use fabric::{Error, Payload, Result, Transport};
@@ -726,12 +726,11 @@ impl Transport for ShmEp {
         &self,
         tx: &mut ShmTx,
         to: &Arc<PeerRegion>,
-        hdr: &Header,
-        payload: &[&[u8]],
+        req: &DirectReq<'_>,
         hold: bool,
         out: F,
     ) -> Direct {
-        direct::run(&mut tx.direct, to, hdr, payload, hold, out)
+        direct::run(&mut tx.direct, to, req, hold, out)
     }
 
     fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
