@@ -12,8 +12,8 @@
 //! that every later send and every progress call retries first, in order.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::provider::Direct;
@@ -31,6 +31,7 @@ use crate::region::{Region, CELL, CH_CLOSING};
 use crate::rndv;
 use crate::stage::{ShmPull, Stage};
 use crate::sys;
+use crate::track::{Track, Tracked};
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
 /// `RESERVE_DIV`.
@@ -53,13 +54,6 @@ pub struct Tuning {
     pub rndv_wait: Duration,
 }
 
-/// Requests we sent that wait for a response, by (transmit context, request id): the
-/// peer they went to and the response op, so a dead peer's share can be failed.
-#[derive(Default)]
-struct Track {
-    map: FxHashMap<(u16, u64), (u64, Op)>,
-}
-
 /// State shared by an endpoint's transport, sender and receiver.
 pub struct EpShared {
     region: Region,
@@ -67,17 +61,11 @@ pub struct EpShared {
     raw: [u8; NAME_LEN],
     local: Arc<Local>,
     tuning: Tuning,
-    track: Mutex<Track>,
-    /// `track.map.len()`, read without the lock on the receive path.
-    tracked: AtomicUsize,
+    /// Requests we sent that wait for a response: the peer they went to and the
+    /// response op, so a dead peer's share can be failed.
+    track: Track,
     /// Set while some channel of the sender has spilled responses.
     spilled: AtomicBool,
-}
-
-impl EpShared {
-    fn track(&self) -> MutexGuard<'_, Track> {
-        self.track.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// The per-endpoint transport of the shm provider.
@@ -106,10 +94,7 @@ impl ShmEp {
                 name,
                 local,
                 tuning,
-                track: Mutex::new(Track {
-                    map: FxHashMap::with_capacity_and_hasher(1024, Default::default()),
-                }),
-                tracked: AtomicUsize::new(0),
+                track: Track::default(),
                 spilled: AtomicBool::new(false),
             }),
         })
@@ -503,9 +488,9 @@ impl Transport for ShmEp {
         // thread as soon as it is.
         let resp = response_of(hdr);
         if let Some(op) = resp {
-            let mut t = self.shared.track();
-            t.map.insert((hdr.tx_idx, hdr.req), (to.name.nonce, op));
-            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
+            self.shared
+                .track
+                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
         }
         let res = tx.put(i, hdr, payload, len, reserve);
         let res = match res {
@@ -567,7 +552,7 @@ impl Transport for ShmEp {
                         len,
                         cells: k,
                     }) => {
-                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                        if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
                         if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
@@ -586,7 +571,7 @@ impl Transport for ShmEp {
                             ch.broken = true;
                             break;
                         };
-                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                        if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
                         let consumed = match ShmPull::new(peer.clone(), &desc) {
@@ -727,10 +712,9 @@ fn wake_remote(peer: &PeerRegion) {
     }
 }
 
+#[inline]
 fn untrack(sh: &EpShared, hdr: &Header) {
-    let mut t = sh.track();
-    t.map.remove(&(hdr.tx_idx, hdr.req));
-    sh.tracked.store(t.map.len(), Ordering::Relaxed);
+    sh.track.untrack(hdr.tx_idx, hdr.req);
 }
 
 impl ShmRx {
@@ -785,37 +769,22 @@ impl ShmRx {
             let active = r.active();
             self.adopt(active);
         }
-        if self.shared.tracked.load(Ordering::Relaxed) == 0 {
+        if !self.shared.track.used() {
             return;
         }
-        let mut dead = Vec::new();
-        {
-            let t = self.shared.track();
-            for (_, (nonce, _)) in t.map.iter() {
-                if !dead.contains(nonce) {
-                    dead.push(*nonce);
-                }
-            }
-        }
+        let mut dead = self.shared.track.peers();
         dead.retain(|nonce| peer::cached(*nonce).is_none_or(|p| p.gone()));
         if dead.is_empty() {
             return;
         }
-        let failed: Vec<((u16, u64), (u64, Op))> = {
-            let mut t = self.shared.track();
-            let keys: Vec<_> = t
-                .map
-                .iter()
-                .filter(|(_, (nonce, _))| dead.contains(nonce))
-                .map(|(k, v)| (*k, *v))
-                .collect();
-            for (k, _) in &keys {
-                t.map.remove(k);
-            }
-            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
-            keys
-        };
-        for ((tx_idx, req), (nonce, op)) in failed {
+        let failed = self.shared.track.take_if(|nonce| dead.contains(&nonce));
+        for Tracked {
+            tx_idx,
+            req,
+            nonce,
+            op,
+        } in failed
+        {
             let hdr = Header {
                 op: op as u8,
                 tx_idx,
