@@ -62,6 +62,9 @@ pub struct Track {
     /// Set once anything was tracked: endpoints that never expect a response skip
     /// every lookup.
     used: AtomicBool,
+    /// Slots `0..span` are the only ones ever filled: the liveness sweep looks at
+    /// those (the core reuses its lowest free ids, so usually a handful).
+    span: AtomicUsize,
 }
 
 impl Default for Track {
@@ -71,6 +74,7 @@ impl Default for Track {
             overflow: Mutex::new(FxHashMap::default()),
             overflowed: AtomicUsize::new(0),
             used: AtomicBool::new(false),
+            span: AtomicUsize::new(0),
         }
     }
 }
@@ -99,7 +103,8 @@ impl Track {
     /// Records request (`tx_idx`, `req`) to peer `nonce`, answered by `op`.
     #[inline]
     pub fn track(&self, tx_idx: u16, req: u64, nonce: u64, op: Op) {
-        let s = &self.slots[index(tx_idx, req)];
+        let i = index(tx_idx, req);
+        let s = &self.slots[i];
         let st = s.state.load(Ordering::Relaxed);
         if st & TAG == EMPTY
             && s.state
@@ -110,12 +115,21 @@ impl Track {
             s.nonce.store(nonce, Ordering::Relaxed);
             s.meta.store(meta(tx_idx, op), Ordering::Relaxed);
             s.state.store(st | FULL, Ordering::Release);
-            if !self.used.load(Ordering::Relaxed) {
-                self.used.store(true, Ordering::Relaxed);
+            if i >= self.span.load(Ordering::Relaxed) {
+                self.grow(i);
             }
         } else {
             self.track_overflow(tx_idx, req, nonce, op);
         }
+    }
+
+    /// Extends `span` to cover slot `i`. Only senders (serialized by the core) grow
+    /// it, so a plain maximum suffices; the sweep reads it after the slot's state.
+    #[cold]
+    #[inline(never)]
+    fn grow(&self, i: usize) {
+        self.span.fetch_max(i + 1, Ordering::Release);
+        self.used.store(true, Ordering::Relaxed);
     }
 
     #[cold]
@@ -155,6 +169,11 @@ impl Track {
         found
     }
 
+    /// The slots that may be full.
+    fn live(&self) -> &[Slot] {
+        &self.slots[..self.span.load(Ordering::Acquire).min(SLOTS)]
+    }
+
     /// Nonces of the peers that tracked requests wait on, each once.
     pub fn peers(&self) -> Vec<u64> {
         let mut v = Vec::new();
@@ -163,7 +182,7 @@ impl Track {
                 v.push(n);
             }
         };
-        for s in self.slots.iter() {
+        for s in self.live() {
             if s.state.load(Ordering::Acquire) & TAG == FULL {
                 add(s.nonce.load(Ordering::Relaxed));
             }
@@ -179,7 +198,7 @@ impl Track {
     /// Removes and returns every request waiting on a peer for which `dead` holds.
     pub fn take_if(&self, mut dead: impl FnMut(u64) -> bool) -> Vec<Tracked> {
         let mut out = Vec::new();
-        for s in self.slots.iter() {
+        for s in self.live() {
             let st = s.state.load(Ordering::Acquire);
             if st & TAG != FULL {
                 continue;

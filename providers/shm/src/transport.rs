@@ -162,7 +162,51 @@ fn is_response(op: u8) -> bool {
     )
 }
 
+impl ShmEp {
+    /// Sends response `hdr` on channel `i`, whose peer was found alive and after
+    /// earlier spills were retried. Never refused: when the ring has no room, or
+    /// responses already wait, it joins the channel's spill queue.
+    #[inline]
+    fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+        if !tx.chans[i].spill.is_empty() {
+            tx.chans[i].spill.push_back((*hdr, payload.concat()));
+            return Ok(());
+        }
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        match tx.put(i, hdr, payload, len, 0) {
+            Ok(()) => {
+                ring(&tx.chans[i].peer);
+                Ok(())
+            }
+            Err(Error::Again) => {
+                tx.chans[i].spill.push_back((*hdr, payload.concat()));
+                self.shared.spilled.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl ShmTx {
+    /// The channel to the endpoint whose raw address is `to`, if there is one.
+    #[inline]
+    fn find(&self, to: &[u8]) -> Option<usize> {
+        let to: &[u8; NAME_LEN] = to.try_into().ok()?;
+        match self.chans.get(self.last) {
+            Some(ch) if ch.peer.raw == *to => Some(self.last),
+            _ => self.find_slow(to),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn find_slow(&self, to: &[u8; NAME_LEN]) -> Option<usize> {
+        let nonce = Name::decode(to).ok()?.nonce;
+        let &i = self.index.get(&nonce)?;
+        (self.chans[i].peer.raw == *to).then_some(i)
+    }
+
     #[inline]
     fn channel(&mut self, to: &Arc<PeerRegion>) -> Result<usize> {
         if let Some(ch) = self.chans.get(self.last) {
@@ -472,18 +516,15 @@ impl Transport for ShmEp {
             tx.flush_spills();
         }
         let i = tx.channel(to)?;
-        let response = is_response(hdr.op);
-        let len: usize = payload.iter().map(|p| p.len()).sum();
-        let cells = tx.chans[i].cells;
-        let ch = &mut tx.chans[i];
-        if !ch.spill.is_empty() {
-            if !response {
-                return Err(Error::Again);
-            }
-            ch.spill.push_back((*hdr, payload.concat()));
-            return Ok(());
+        if is_response(hdr.op) {
+            return self.respond(tx, i, hdr, payload);
         }
-        let reserve = if response { 0 } else { cells / RESERVE_DIV };
+        let ch = &tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        let len: usize = payload.iter().map(|p| p.len()).sum();
         // Tracked before the packet is visible: the response may be polled by another
         // thread as soon as it is.
         let resp = response_of(hdr);
@@ -492,13 +533,7 @@ impl Transport for ShmEp {
                 .track
                 .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
         }
-        let res = tx.put(i, hdr, payload, len, reserve);
-        let res = match res {
-            Err(Error::Again) if response => {
-                tx.chans[i].spill.push_back((*hdr, payload.concat()));
-                self.shared.spilled.store(true, Ordering::Relaxed);
-                Ok(())
-            }
+        let res = match tx.put(i, hdr, payload, len, reserve) {
             Err(Error::Again) if to.gone() => {
                 tx.forget(i);
                 Err(Error::HostUnreach)
@@ -513,6 +548,37 @@ impl Transport for ShmEp {
         }
         ring(to);
         Ok(())
+    }
+
+    /// A target answers the requester it just heard from, which is usually the peer
+    /// it last sent to: found among the channels by its address, not resolved again.
+    #[inline]
+    fn reply<R: FnOnce(&[u8]) -> Result<Arc<PeerRegion>>>(
+        &self,
+        tx: &mut ShmTx,
+        to: &[u8],
+        hdr: &Header,
+        payload: &[&[u8]],
+        resolve: R,
+    ) -> Result<()> {
+        let found = if is_response(hdr.op) {
+            tx.find(to)
+        } else {
+            None
+        };
+        let Some(i) = found else {
+            return self.send(tx, &resolve(to)?, hdr, payload);
+        };
+        let peer = &tx.chans[i].peer;
+        if peer.known_dead() || peer.region.closed() {
+            tx.forget(i);
+            return Err(Error::HostUnreach);
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
+        tx.last = i;
+        self.respond(tx, i, hdr, payload)
     }
 
     #[inline]
@@ -646,6 +712,10 @@ impl Transport for ShmEp {
         hold: bool,
         out: F,
     ) -> Direct {
+        // RMA and atomics into ordinary registrations: the packet path at once.
+        if tx.direct.known_absent(to, hdr.key) {
+            return Direct::Declined;
+        }
         direct::run(&mut tx.direct, to, hdr, payload, hold, out)
     }
 
