@@ -166,7 +166,7 @@ impl ShmEp {
     /// Sends response `hdr` on channel `i`, whose peer was found alive and after
     /// earlier spills were retried. Never refused: when the ring has no room, or
     /// responses already wait, it joins the channel's spill queue.
-    #[inline]
+    #[inline(always)]
     fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
         if !tx.chans[i].spill.is_empty() {
             tx.chans[i].spill.push_back((*hdr, payload.concat()));
@@ -281,7 +281,7 @@ impl ShmTx {
 
     /// Writes one packet of `len` payload bytes into channel `i`: in the ring when it
     /// fits [`Tuning::inline_max`], else staged with a descriptor in the ring.
-    #[inline]
+    #[inline(always)]
     fn put(
         &mut self,
         i: usize,
