@@ -388,6 +388,29 @@ pub fn apply(
     compare: &[u8],
     fetch: Option<&mut [u8]>,
 ) -> Result<()> {
+    // The commonest atomic, an add (fetching or not) of one 64-bit integer, skips the
+    // generic checks and dispatch below: valid in both classes, and the same wrapping
+    // sum they would compute, for the signed type too.
+    if op == AtomicOp::Sum
+        && matches!(dt, Datatype::Uint64 | Datatype::Int64)
+        && class != AtomicClass::Compare
+        && compare.is_empty()
+    {
+        if let (Ok(t), Ok(o)) = (
+            <&mut [u8; 8]>::try_from(&mut *target),
+            <&[u8; 8]>::try_from(operand),
+        ) {
+            match fetch {
+                Some(f) if f.len() != 8 => return Err(Error::Inval),
+                Some(f) => f.copy_from_slice(t),
+                None => {}
+            }
+            *t = u64::from_ne_bytes(*t)
+                .wrapping_add(u64::from_ne_bytes(*o))
+                .to_ne_bytes();
+            return Ok(());
+        }
+    }
     if !is_valid(class, op, dt) {
         return Err(Error::OpNotSupp);
     }
@@ -1342,6 +1365,36 @@ mod tests {
     }
 
     // ---- Argument validation.
+
+    #[test]
+    fn add_of_one_u64_fast_path() {
+        use AtomicClass::*;
+        let mut t = u64::MAX.to_ne_bytes();
+        let mut f = [0u8; 8];
+        let one = 1u64.to_ne_bytes();
+        assert_eq!(
+            apply(Fetch, Sum, Uint64, &mut t, &one, &[], Some(&mut f)),
+            Ok(())
+        );
+        assert_eq!(
+            (u64::from_ne_bytes(f), u64::from_ne_bytes(t)),
+            (u64::MAX, 0)
+        );
+        let minus = (-5i64).to_ne_bytes();
+        assert_eq!(apply(Base, Sum, Int64, &mut t, &minus, &[], None), Ok(()));
+        assert_eq!(i64::from_ne_bytes(t), -5);
+        // The checks of the generic path still hold.
+        let e = Err(Error::Inval);
+        assert_eq!(
+            apply(Fetch, Sum, Uint64, &mut t, &one, &[], Some(&mut f[..4])),
+            e
+        );
+        assert_eq!(apply(Fetch, Sum, Uint64, &mut t, &one, &one, None), e);
+        assert_eq!(apply(Base, Sum, Uint64, &mut t, &one[..4], &[], None), e);
+        let op = Err(Error::OpNotSupp);
+        assert_eq!(apply(Compare, Sum, Uint64, &mut t, &one, &one, None), op);
+        assert_eq!(i64::from_ne_bytes(t), -5, "failures write nothing");
+    }
 
     #[test]
     fn length_mismatches_rejected() {

@@ -107,6 +107,28 @@ pub trait Transport: Send + Sync + 'static {
     ) -> Result<()> {
         self.send(tx, to, &m.header(), payload)
     }
+
+    /// Sends response `hdr` (an `Ack`, `ReadResp` or `AtomicResp`, with the
+    /// concatenation of `payload`) to the endpoint whose raw address is `to`: the
+    /// source address [`poll`](Self::poll) handed on with the request it answers.
+    /// Like [`send`](Self::send) of a response, never refused with `Again`.
+    ///
+    /// The default resolves `to` with `resolve` (the provider's
+    /// [`Provider::resolve`]) and sends; a transport that can find the requester from
+    /// its address more cheaply (the channel it just sent on, say) overrides it.
+    #[inline]
+    fn reply<R: FnOnce(&[u8]) -> Result<Self::Peer>>(
+        &self,
+        tx: &mut Self::Sender,
+        to: &[u8],
+        hdr: &Header,
+        payload: &[&[u8]],
+        resolve: R,
+    ) -> Result<()> {
+        let peer = resolve(to)?;
+        self.send(tx, &peer, hdr, payload)
+    }
+
     /// Hands received packets to `f` as `(header, source address, payload)`, oldest
     /// first per sender. When `f` returns `false` the packet was not consumed: it
     /// stays first and polling stops. Returns the number of packets consumed.

@@ -205,9 +205,6 @@ impl<S: Config> EpInner<S> {
         status: u32,
         payload: &[&[u8]],
     ) {
-        let Ok(peer) = S::Provider::resolve(src_name) else {
-            return;
-        };
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let hdr = Header {
             op: op as u8,
@@ -218,9 +215,10 @@ impl<S: Config> EpInner<S> {
             ..Header::default()
         };
         // A peer that vanished cannot take its answer; nothing else is waiting for it.
-        let _ = self
-            .sender
-            .with(|tx| self.transport.send(tx, &peer, &hdr, payload));
+        let _ = self.sender.with(|tx| {
+            self.transport
+                .reply(tx, src_name, &hdr, payload, S::Provider::resolve)
+        });
     }
 }
 

@@ -259,13 +259,30 @@ impl TxDirect {
     fn find(&mut self, to: &PeerRegion, k: (u64, u64)) -> Option<&Target> {
         let i = match self.index.get(&k).copied() {
             Some(i) if matches!(self.entries[i].1, Cached::Mapped(_)) => i,
-            Some(i) if self.entries[i].1.current() => return None,
+            Some(i) if self.entries[i].1.current() => {
+                // Remembered so the next request for it is refused by `known_absent`.
+                self.last = i;
+                return None;
+            }
             _ => self.fill(k, peer_dir(to)?)?,
         };
         self.last = i;
         match &self.entries[i].1 {
             Cached::Mapped(t) => Some(t),
             _ => None,
+        }
+    }
+
+    /// Whether the last lookup, for (`to`, `key`), found that the peer publishes no
+    /// segment under `key`, and its directory did not change since: the direct path
+    /// would decline, and the caller skips it.
+    #[inline]
+    pub(crate) fn known_absent(&self, to: &PeerRegion, key: u64) -> bool {
+        match self.entries.get(self.last) {
+            Some(((nonce, k), Cached::Absent { dir, epoch })) => {
+                *k == key && *nonce == to.name.nonce && dir.dir.epoch() == *epoch
+            }
+            _ => false,
         }
     }
 

@@ -65,6 +65,7 @@ mod stage;
 mod sys;
 #[cfg(test)]
 mod tests;
+mod track;
 mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};

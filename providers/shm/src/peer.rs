@@ -117,20 +117,27 @@ thread_local! {
 /// Resolves a peer address, mapping its region on first use.
 #[inline]
 pub fn resolve(raw: &[u8]) -> Result<Arc<PeerRegion>> {
-    let name = Name::decode(raw)?;
+    let raw: &[u8; NAME_LEN] = raw.try_into().map_err(|_| Error::Inval)?;
+    // Compared in wire form: `encode` and `decode` are inverse on valid names, so equal
+    // bytes are the same, valid, name, and the hit skips parsing it.
     let hit = LAST.with_borrow(|last| {
         last.as_ref()
-            .filter(|p| p.name == name && !p.known_dead() && !p.region.closed())
+            .filter(|p| p.raw == *raw && !p.known_dead() && !p.region.closed())
             .cloned()
     });
     match hit {
         Some(p) => Ok(p),
-        None => {
-            let p = resolve_shared(name)?;
-            LAST.set(Some(p.clone()));
-            Ok(p)
-        }
+        None => resolve_miss(raw),
     }
+}
+
+/// [`resolve`] past the thread's last peer.
+#[cold]
+#[inline(never)]
+fn resolve_miss(raw: &[u8; NAME_LEN]) -> Result<Arc<PeerRegion>> {
+    let p = resolve_shared(Name::decode(raw)?)?;
+    LAST.set(Some(p.clone()));
+    Ok(p)
 }
 
 /// [`resolve`] through the process-wide table.

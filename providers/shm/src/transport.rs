@@ -12,8 +12,8 @@
 //! that every later send and every progress call retries first, in order.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::provider::{Direct, DirectReq};
@@ -31,6 +31,7 @@ use crate::region::{Region, CELL, CH_CLOSING};
 use crate::rndv;
 use crate::stage::{ShmPull, Stage};
 use crate::sys;
+use crate::track::{Track, Tracked};
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
 /// `RESERVE_DIV`.
@@ -53,13 +54,6 @@ pub struct Tuning {
     pub rndv_wait: Duration,
 }
 
-/// Requests we sent that wait for a response, by (transmit context, request id): the
-/// peer they went to and the response op, so a dead peer's share can be failed.
-#[derive(Default)]
-struct Track {
-    map: FxHashMap<(u16, u64), (u64, Op)>,
-}
-
 /// State shared by an endpoint's transport, sender and receiver.
 pub struct EpShared {
     region: Region,
@@ -67,17 +61,11 @@ pub struct EpShared {
     raw: [u8; NAME_LEN],
     local: Arc<Local>,
     tuning: Tuning,
-    track: Mutex<Track>,
-    /// `track.map.len()`, read without the lock on the receive path.
-    tracked: AtomicUsize,
+    /// Requests we sent that wait for a response: the peer they went to and the
+    /// response op, so a dead peer's share can be failed.
+    track: Track,
     /// Set while some channel of the sender has spilled responses.
     spilled: AtomicBool,
-}
-
-impl EpShared {
-    fn track(&self) -> MutexGuard<'_, Track> {
-        self.track.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// The per-endpoint transport of the shm provider.
@@ -106,10 +94,7 @@ impl ShmEp {
                 name,
                 local,
                 tuning,
-                track: Mutex::new(Track {
-                    map: FxHashMap::with_capacity_and_hasher(1024, Default::default()),
-                }),
-                tracked: AtomicUsize::new(0),
+                track: Track::default(),
                 spilled: AtomicBool::new(false),
             }),
         })
@@ -183,7 +168,51 @@ fn is_response(op: u8) -> bool {
     )
 }
 
+impl ShmEp {
+    /// Sends response `hdr` on channel `i`, whose peer was found alive and after
+    /// earlier spills were retried. Never refused: when the ring has no room, or
+    /// responses already wait, it joins the channel's spill queue.
+    #[inline(always)]
+    fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+        if !tx.chans[i].spill.is_empty() {
+            tx.chans[i].spill.push_back((*hdr, payload.concat()));
+            return Ok(());
+        }
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        match tx.put(i, hdr, payload, len, 0) {
+            Ok(()) => {
+                ring(&tx.chans[i].peer);
+                Ok(())
+            }
+            Err(Error::Again) => {
+                tx.chans[i].spill.push_back((*hdr, payload.concat()));
+                self.shared.spilled.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl ShmTx {
+    /// The channel to the endpoint whose raw address is `to`, if there is one.
+    #[inline]
+    fn find(&self, to: &[u8]) -> Option<usize> {
+        let to: &[u8; NAME_LEN] = to.try_into().ok()?;
+        match self.chans.get(self.last) {
+            Some(ch) if ch.peer.raw == *to => Some(self.last),
+            _ => self.find_slow(to),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn find_slow(&self, to: &[u8; NAME_LEN]) -> Option<usize> {
+        let nonce = Name::decode(to).ok()?.nonce;
+        let &i = self.index.get(&nonce)?;
+        (self.chans[i].peer.raw == *to).then_some(i)
+    }
+
     #[inline]
     fn channel(&mut self, to: &Arc<PeerRegion>) -> Result<usize> {
         if let Some(ch) = self.chans.get(self.last) {
@@ -258,7 +287,7 @@ impl ShmTx {
 
     /// Writes one packet of `len` payload bytes into channel `i`: in the ring when it
     /// fits [`Tuning::inline_max`], else staged with a descriptor in the ring.
-    #[inline]
+    #[inline(always)]
     fn put(
         &mut self,
         i: usize,
@@ -518,33 +547,24 @@ impl Transport for ShmEp {
             tx.flush_spills();
         }
         let i = tx.channel(to)?;
-        let response = is_response(hdr.op);
-        let len: usize = payload.iter().map(|p| p.len()).sum();
-        let cells = tx.chans[i].cells;
-        let ch = &mut tx.chans[i];
-        if !ch.spill.is_empty() {
-            if !response {
-                return Err(Error::Again);
-            }
-            ch.spill.push_back((*hdr, payload.concat()));
-            return Ok(());
+        if is_response(hdr.op) {
+            return self.respond(tx, i, hdr, payload);
         }
-        let reserve = if response { 0 } else { cells / RESERVE_DIV };
+        let ch = &tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        let len: usize = payload.iter().map(|p| p.len()).sum();
         // Tracked before the packet is visible: the response may be polled by another
         // thread as soon as it is.
         let resp = response_of(hdr);
         if let Some(op) = resp {
-            let mut t = self.shared.track();
-            t.map.insert((hdr.tx_idx, hdr.req), (to.name.nonce, op));
-            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
+            self.shared
+                .track
+                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
         }
-        let res = tx.put(i, hdr, payload, len, reserve);
-        let res = match res {
-            Err(Error::Again) if response => {
-                tx.chans[i].spill.push_back((*hdr, payload.concat()));
-                self.shared.spilled.store(true, Ordering::Relaxed);
-                Ok(())
-            }
+        let res = match tx.put(i, hdr, payload, len, reserve) {
             Err(Error::Again) if to.gone() => {
                 tx.forget(i);
                 Err(Error::HostUnreach)
@@ -600,6 +620,37 @@ impl Transport for ShmEp {
         }
     }
 
+    /// A target answers the requester it just heard from, which is usually the peer
+    /// it last sent to: found among the channels by its address, not resolved again.
+    #[inline]
+    fn reply<R: FnOnce(&[u8]) -> Result<Arc<PeerRegion>>>(
+        &self,
+        tx: &mut ShmTx,
+        to: &[u8],
+        hdr: &Header,
+        payload: &[&[u8]],
+        resolve: R,
+    ) -> Result<()> {
+        let found = if is_response(hdr.op) {
+            tx.find(to)
+        } else {
+            None
+        };
+        let Some(i) = found else {
+            return self.send(tx, &resolve(to)?, hdr, payload);
+        };
+        let peer = &tx.chans[i].peer;
+        if peer.known_dead() || peer.region.closed() {
+            tx.forget(i);
+            return Err(Error::HostUnreach);
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
+        tx.last = i;
+        self.respond(tx, i, hdr, payload)
+    }
+
     #[inline]
     fn poll<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(
         &self,
@@ -637,7 +688,7 @@ impl Transport for ShmEp {
                         len,
                         cells: k,
                     }) => {
-                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                        if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
                         if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
@@ -656,7 +707,7 @@ impl Transport for ShmEp {
                             ch.broken = true;
                             break;
                         };
-                        if is_response(hdr.op) && sh.tracked.load(Ordering::Relaxed) != 0 {
+                        if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
                         let consumed = match ShmPull::new(peer.clone(), &desc) {
@@ -730,6 +781,10 @@ impl Transport for ShmEp {
         hold: bool,
         out: F,
     ) -> Direct {
+        // RMA and atomics into ordinary registrations: the packet path at once.
+        if tx.direct.known_absent(to, req.key) {
+            return Direct::Declined;
+        }
         direct::run(&mut tx.direct, to, req, hold, out)
     }
 
@@ -796,10 +851,9 @@ fn wake_remote(peer: &PeerRegion) {
     }
 }
 
+#[inline]
 fn untrack(sh: &EpShared, hdr: &Header) {
-    let mut t = sh.track();
-    t.map.remove(&(hdr.tx_idx, hdr.req));
-    sh.tracked.store(t.map.len(), Ordering::Relaxed);
+    sh.track.untrack(hdr.tx_idx, hdr.req);
 }
 
 impl ShmRx {
@@ -854,37 +908,22 @@ impl ShmRx {
             let active = r.active();
             self.adopt(active);
         }
-        if self.shared.tracked.load(Ordering::Relaxed) == 0 {
+        if !self.shared.track.used() {
             return;
         }
-        let mut dead = Vec::new();
-        {
-            let t = self.shared.track();
-            for (_, (nonce, _)) in t.map.iter() {
-                if !dead.contains(nonce) {
-                    dead.push(*nonce);
-                }
-            }
-        }
+        let mut dead = self.shared.track.peers();
         dead.retain(|nonce| peer::cached(*nonce).is_none_or(|p| p.gone()));
         if dead.is_empty() {
             return;
         }
-        let failed: Vec<((u16, u64), (u64, Op))> = {
-            let mut t = self.shared.track();
-            let keys: Vec<_> = t
-                .map
-                .iter()
-                .filter(|(_, (nonce, _))| dead.contains(nonce))
-                .map(|(k, v)| (*k, *v))
-                .collect();
-            for (k, _) in &keys {
-                t.map.remove(k);
-            }
-            self.shared.tracked.store(t.map.len(), Ordering::Relaxed);
-            keys
-        };
-        for ((tx_idx, req), (nonce, op)) in failed {
+        let failed = self.shared.track.take_if(|nonce| dead.contains(&nonce));
+        for Tracked {
+            tx_idx,
+            req,
+            nonce,
+            op,
+        } in failed
+        {
             let hdr = Header {
                 op: op as u8,
                 tx_idx,
