@@ -16,7 +16,13 @@
 //! a full slot frees it only if it is still the same occupancy (no ABA), and at most
 //! one remover wins. While a slot is full its fields do not change.
 
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 
 use fabric::wire::Op;
@@ -24,7 +30,11 @@ use rustc_hash::FxHashMap;
 
 /// Slots of the direct-mapped table: the core's default transmit queue depth, so one
 /// context's requests in flight each find their own slot.
+#[cfg(not(loom))]
 const SLOTS: usize = 1024;
+/// Under loom: few slots, so collisions and overflow come quickly.
+#[cfg(loom)]
+const SLOTS: usize = 2;
 
 const EMPTY: u64 = 0;
 const CLAIMED: u64 = 1;
@@ -255,7 +265,7 @@ fn free(s: &Slot, st: u64) -> bool {
         .is_ok()
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -307,5 +317,64 @@ mod tests {
         assert!(!t.untrack(3, 1));
         assert_eq!(t.take_if(|_| true).len(), (SLOTS + 10) / 2 - 1);
         assert!(t.peers().is_empty());
+    }
+}
+
+/// Every interleaving (`RUSTFLAGS="--cfg loom" cargo test -p fabric-shm --lib
+/// track::loom_tests`) of a sender tracking requests, the poller untracking the one
+/// whose response arrived, and the liveness sweep taking everything of a dead peer:
+/// each tracked request is removed exactly once, by one of them, whatever the order.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn racing_removers_take_a_request_once() {
+        loom::model(|| {
+            let t = Arc::new(Track::default());
+            t.track(0, 0, 7, Op::AtomicResp);
+            let poller = {
+                let t = t.clone();
+                loom::thread::spawn(move || t.untrack(0, 0))
+            };
+            let swept = t.take_if(|n| n == 7).len();
+            let untracked = usize::from(poller.join().unwrap());
+            assert_eq!(swept + untracked, 1);
+        });
+    }
+
+    #[test]
+    fn each_request_is_removed_once() {
+        loom::model(|| {
+            let t = Arc::new(Track::default());
+            // Requests 0 and SLOTS share a slot: the second goes to the overflow map
+            // unless the first was removed by then.
+            let sender = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    t.track(0, 0, 7, Op::AtomicResp);
+                    t.track(0, SLOTS as u64, 7, Op::Ack);
+                })
+            };
+            let poller = {
+                let t = t.clone();
+                loom::thread::spawn(move || usize::from(t.untrack(0, 0)))
+            };
+            let swept = t.take_if(|n| n == 7);
+            let untracked = poller.join().unwrap();
+            sender.join().unwrap();
+            let rest = t.take_if(|_| true);
+            let mut removed: Vec<u64> = swept.iter().chain(&rest).map(|r| r.req).collect();
+            removed.sort_unstable();
+            // Request 0 by exactly one remover, request SLOTS by a sweep.
+            let want: Vec<u64> = if untracked == 1 {
+                vec![SLOTS as u64]
+            } else {
+                vec![0, SLOTS as u64]
+            };
+            assert_eq!(removed, want);
+            assert!(t.peers().is_empty());
+        });
     }
 }
