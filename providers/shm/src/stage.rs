@@ -12,7 +12,7 @@
 //!   refuses the probe), sparse, mapped by the receiver on first use.
 //!
 //! In a staging file, each payload follows a line holding its progress word: the
-//! sender copies the first [`CHUNK`], sends the packet, then copies the rest a chunk at
+//! sender copies the [`FIRST`] bytes, sends the packet, then copies the rest a chunk at
 //! a time, publishing each; the receiver copies out behind it, so the two copies
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
 //! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`.
@@ -46,10 +46,14 @@ pub const NEAR_MAX: usize = 1 << 20;
 pub const FAR_BYTES: usize = 256 << 20;
 /// Most bytes staged privately at once (cross-memory attach) before sends see EAGAIN.
 pub const STAGE_PRIVATE_BYTES: usize = 512 << 20;
-/// Bytes of a payload staged in a file before its packet goes out; the rest follows
-/// in pieces of this size while the receiver already copies out behind the sender
-/// (see [`Stage::fill`]), so the two copies overlap instead of following each other.
-pub const CHUNK: usize = 8 << 10;
+/// Bytes of a payload staged in a file before its packet goes out: small, so the
+/// receiver starts early. The rest follows in [`CHUNK`]s while the receiver already
+/// copies out behind the sender (see [`Stage::fill`]), so the two copies overlap
+/// instead of following each other.
+pub const FIRST: usize = 8 << 10;
+/// The pieces after the [`FIRST`], each published once copied: larger, so the receiver
+/// that caught up waits on fewer boundaries.
+pub const CHUNK: usize = 16 << 10;
 /// Bytes before each payload in a staging file: the line of its progress word, the
 /// count of payload bytes copied so far.
 const PROGRESS: usize = 64;
@@ -129,7 +133,7 @@ impl Stage {
     /// Copies `parts` (`len` bytes in all) into a free slot for `peer` and describes it.
     /// `Again` while every slot (or every byte of the place it needs) is in use.
     ///
-    /// A payload staged in a file is copied only up to its first [`CHUNK`] here: once
+    /// A payload staged in a file is copied only up to its [`FIRST`] bytes here: once
     /// the packet describing it is out, [`Self::fill`] with the returned [`Fill`] copies
     /// the rest.
     pub fn stage(
@@ -162,7 +166,7 @@ impl Stage {
             Some(f) => {
                 let map = &self.files[f].as_ref().ok_or(Error::NoMem)?.map;
                 let at = off + PROGRESS;
-                let first = len.min(CHUNK);
+                let first = len.min(FIRST);
                 copy_range(map, at, parts, 0, first);
                 // Before the packet: its receiver sees at least the first chunk.
                 map.word(off).store(first as u64, Ordering::Release);

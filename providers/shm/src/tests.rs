@@ -280,8 +280,8 @@ fn staged_payload_reads_are_bounds_checked() {
 /// The parts split the payload at odd places.
 #[test]
 fn file_staged_payloads_are_read_while_the_sender_copies() {
-    use crate::stage::{Stage, CHUNK};
-    let len = 3 * CHUNK + 1234;
+    use crate::stage::{Stage, CHUNK, FIRST};
+    let len = FIRST + 2 * CHUNK + 1234;
     let body: Vec<u8> = (0..len).map(|k| (k * 7 + 1) as u8).collect();
     let parts = [&body[..5], &body[5..CHUNK + 3], &body[CHUNK + 3..]];
     for cma in [true, false] {
@@ -292,9 +292,9 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
         let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
         let rest = rest.expect("a payload of several chunks is filled in later");
         let pull = ShmPull::new(sender.clone(), &desc).unwrap();
-        let mut first = vec![0u8; CHUNK];
+        let mut first = vec![0u8; FIRST];
         pull.read(0, &mut first).unwrap();
-        assert_eq!(first, body[..CHUNK], "cma={cma}");
+        assert_eq!(first, body[..FIRST], "cma={cma}");
         let mut all = vec![0u8; len];
         std::thread::scope(|sc| {
             sc.spawn(|| {
