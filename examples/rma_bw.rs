@@ -374,12 +374,7 @@ impl Tool for RmaBw<'_> {
 
     fn render(&self, p: &Perf, first: bool) -> String {
         let opts = self.opts;
-        common::render(
-            opts.bw.json.then(|| p.json(opts)),
-            first,
-            common::Bw::header,
-            || p.bw.line(),
-        )
+        common::render_bw(opts.bw.json.then(|| p.json(opts)), first, &p.bw)
     }
 
     fn side<P: ToolProvider>(

@@ -792,6 +792,11 @@ pub fn render(
     }
 }
 
+/// [`render`] of a bandwidth tool's result, whose table row is its [`Bw`] line.
+pub fn render_bw(json: Option<String>, first: bool, bw: &Bw) -> String {
+    render(json, first, Bw::header, || bw.line())
+}
+
 /// The whole tool: [`run`], printing each result to `out` on the client side
 /// ([`Tool::render`]) and returning them. `child_args` are the arguments a
 /// two-process run hands its server child.
