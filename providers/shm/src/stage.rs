@@ -395,14 +395,10 @@ impl ShmPull {
     /// `Err(Io)` when the sender dies first, or makes no progress for
     /// [`PROGRESS_LIMIT`].
     fn ready(&self, progress: &std::sync::atomic::AtomicU64, past: usize) -> Result<usize> {
-        let mut seen = progress.load(Ordering::Acquire);
-        if seen as usize > past {
-            return Ok((seen as usize).min(self.len));
-        }
-        let mut since = std::time::Instant::now();
+        // The clock is read only once the sender is behind: (last value seen, since).
+        let mut stall: Option<(u64, std::time::Instant)> = None;
         let mut n = 0u32;
         loop {
-            std::hint::spin_loop();
             let p = progress.load(Ordering::Acquire);
             if p as usize > past {
                 return Ok((p as usize).min(self.len));
@@ -410,12 +406,16 @@ impl ShmPull {
             n = n.wrapping_add(1);
             if n.is_multiple_of(1024) {
                 let now = std::time::Instant::now();
-                if p != seen {
-                    (seen, since) = (p, now);
-                } else if now - since >= PROGRESS_LIMIT || self.peer.process_gone() {
-                    return Err(Error::Io);
+                match stall {
+                    Some((seen, since)) if seen == p => {
+                        if now - since >= PROGRESS_LIMIT || self.peer.process_gone() {
+                            return Err(Error::Io);
+                        }
+                    }
+                    _ => stall = Some((p, now)),
                 }
             }
+            std::hint::spin_loop();
         }
     }
 

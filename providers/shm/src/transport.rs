@@ -195,6 +195,20 @@ impl ShmEp {
 }
 
 impl ShmTx {
+    /// The outcome of a request written to channel `i` of `to`: a full ring whose
+    /// receiver is gone is not backpressure but a dead peer (`HostUnreach`), and its
+    /// channel is dropped.
+    #[inline]
+    fn refused(&mut self, i: usize, to: &PeerRegion, res: Result<()>) -> Result<()> {
+        match res {
+            Err(Error::Again) if to.gone() => {
+                self.forget(i);
+                Err(Error::HostUnreach)
+            }
+            r => r,
+        }
+    }
+
     /// The channel to the endpoint whose raw address is `to`, if there is one.
     #[inline]
     fn find(&self, to: &[u8]) -> Option<usize> {
@@ -564,14 +578,8 @@ impl Transport for ShmEp {
                 .track
                 .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
         }
-        let res = match tx.put(i, hdr, payload, len, reserve) {
-            Err(Error::Again) if to.gone() => {
-                tx.forget(i);
-                Err(Error::HostUnreach)
-            }
-            r => r,
-        };
-        if let Err(e) = res {
+        let res = tx.put(i, hdr, payload, len, reserve);
+        if let Err(e) = tx.refused(i, to, res) {
             if resp.is_some() {
                 untrack(&self.shared, hdr);
             }
@@ -607,17 +615,10 @@ impl Transport for ShmEp {
             return Err(Error::Again);
         }
         let reserve = ch.cells / RESERVE_DIV;
-        match write_compact(ch, m, payload, reserve) {
-            Ok(()) => {
-                ring(to);
-                Ok(())
-            }
-            Err(Error::Again) if to.gone() => {
-                tx.forget(i);
-                Err(Error::HostUnreach)
-            }
-            Err(e) => Err(e),
-        }
+        let res = write_compact(ch, m, payload, reserve);
+        tx.refused(i, to, res)?;
+        ring(to);
+        Ok(())
     }
 
     /// A target answers the requester it just heard from, which is usually the peer
