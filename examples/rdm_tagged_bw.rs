@@ -27,9 +27,12 @@
 //! (server), or neither: a self-contained run, two processes on shm (the tool starts
 //! itself as the server), two threads on loopback or with `--threads`.
 //!
+//! As in fabtests, every receive of the window lands in one `size`-byte buffer, which so
+//! stays warm in the cache; `--rx-slots` gives each window entry a buffer of its own
+//! (`size × window` bytes, which for large sizes no longer fit the cache).
+//!
 //! Differences from `fi_rdm_tagged_bw`: a last partial window is acknowledged too, so
-//! both sides end each size in step; only the client prints; the server's receive
-//! buffers are one slot per window entry (fabtests reuses one buffer for all).
+//! both sides end each size in step; only the client prints.
 
 #[allow(dead_code)]
 #[path = "common/mod.rs"]
@@ -65,6 +68,9 @@ struct Args {
     peer: PeerArgs,
     #[command(flatten)]
     bw: BwArgs,
+    /// one receive buffer per window entry instead of one for all (fabtests' method)
+    #[arg(long = "rx-slots")]
+    rx_slots: bool,
 }
 
 /// Validated options.
@@ -72,6 +78,8 @@ struct Args {
 struct Opts {
     setup: Setup,
     bw: BwOpts,
+    /// `--rx-slots`.
+    rx_slots: bool,
 }
 
 impl Opts {
@@ -79,6 +87,7 @@ impl Opts {
         Ok(Opts {
             setup: a.peer.setup(a.bw.debug)?,
             bw: a.bw.opts()?,
+            rx_slots: a.rx_slots,
         })
     }
 }
@@ -105,6 +114,15 @@ impl Perf {
         })
         .to_string()
     }
+}
+
+/// The server's receive buffers of one size: receive `slot` of the window lands at
+/// `base + slot * stride`, `size` bytes.
+struct RxBufs {
+    base: *mut u8,
+    size: usize,
+    /// `size` with `--rx-slots`, else 0: every receive into the same bytes.
+    stride: usize,
 }
 
 /// The tagged bandwidth test, one side at a time.
@@ -187,25 +205,24 @@ impl<P: Provider> Run<'_, P> {
         Ok(start.elapsed())
     }
 
-    /// Posts receive `slot` of the window.
-    fn post(&self, slots: &mut [&mut [u8]], slot: usize) -> Res<()> {
-        let buf = &mut *slots[slot];
-        // SAFETY: a slot is posted again only after its previous receive completed;
-        // the slots outlive every receive (all complete within the size, and on an
-        // error the endpoint, dropped before the buffer, cancels the rest).
+    /// Posts receive `slot` of the window into its buffer of `rx`.
+    fn post(&self, rx: &RxBufs, slot: usize) -> Res<()> {
+        // SAFETY: `rx.base + slot * rx.stride .. + rx.size` lies inside the server's
+        // receive vector (`stride` is 0 or `size`, `slot < window`, and the vector
+        // holds `size × window` bytes with slots, `size` without), which outlives
+        // every receive (all complete within the size, and on an error the endpoint,
+        // dropped before the vector, cancels the rest). Receives sharing one buffer
+        // (fabtests' method) are written one after another by this thread's progress,
+        // and nothing reads the bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(rx.base.add(slot * rx.stride), rx.size) };
+        // SAFETY: as above, the buffer outlives the receive.
         unsafe { self.o.ep.trecv(buf, FiAddr::UNSPEC, TAG, 0, Context(slot)) }.call("fi_trecv")
     }
 
     /// The server's part of one size, after the first window of receives is posted:
     /// re-posts each completed receive, acknowledges every window. Returns the messages
     /// received and how many had the wrong length.
-    fn server(
-        &self,
-        slots: &mut [&mut [u8]],
-        mut posted: usize,
-        total: usize,
-        size: usize,
-    ) -> Res<(u64, u64)> {
+    fn server(&self, rx: &RxBufs, mut posted: usize, total: usize, size: usize) -> Res<(u64, u64)> {
         let mut entries = [CqTaggedEntry::default(); BATCH];
         let (mut received, mut bad, mut since_ack) = (0usize, 0u64, 0usize);
         while received < total {
@@ -221,7 +238,7 @@ impl<P: Provider> Run<'_, P> {
                     bad += 1;
                 }
                 if posted < total {
-                    self.post(slots, e.op_context.0)?;
+                    self.post(rx, e.op_context.0)?;
                     posted += 1;
                 }
                 if since_ack == self.window || received == total {
@@ -286,7 +303,8 @@ impl Tool for TaggedBw<'_> {
         // Written once now: `vec![0; n]` maps zero pages lazily, and their first-touch
         // faults would otherwise land in the first timed window (fabtests' one receive
         // buffer is warm after its warm-up messages).
-        let mut rx = vec![0xa5u8; if client { 0 } else { max * bw.window }];
+        let slots = if self.opts.rx_slots { bw.window } else { 1 };
+        let mut rx = vec![0xa5u8; if client { 0 } else { max * slots }];
         let o = Objects::<P>::open(&info)?;
         let peer = o.connect(ctrl, client)?;
         let run = Run {
@@ -321,18 +339,18 @@ impl Tool for TaggedBw<'_> {
                     },
                 })?;
             } else {
-                let mut slots: Vec<&mut [u8]> = if size == 0 {
-                    (0..bw.window).map(|_| <&mut [u8]>::default()).collect()
-                } else {
-                    rx[..size * bw.window].chunks_mut(size).collect()
+                let bufs = RxBufs {
+                    base: rx.as_mut_ptr(),
+                    size,
+                    stride: if self.opts.rx_slots { size } else { 0 },
                 };
                 // The first window is posted before the client may start.
                 let first = bw.window.min(total);
                 for slot in 0..first {
-                    run.post(&mut slots, slot)?;
+                    run.post(&bufs, slot)?;
                 }
                 ctrl.sync(false)?;
-                let (received, bad) = run.server(&mut slots, first, total, size)?;
+                let (received, bad) = run.server(&bufs, first, total, size)?;
                 ctrl.send_u64s(&[received, bad])?;
             }
         }
@@ -377,6 +395,8 @@ mod tests {
         assert_eq!(o.bw.iterations_for(64), 20_000);
         assert_eq!(o.bw.iterations_for(64 << 10), 2000);
         assert_eq!(o.bw.iterations_for(1 << 20), 200);
+        assert!(!o.rx_slots);
+        assert!(opts(&["--rx-slots"]).unwrap().rx_slots);
         let o = opts(&[
             "-p", "loopback", "-S", "all", "-W", "8", "-I", "7", "-w", "0", "--json",
         ])
@@ -429,8 +449,9 @@ mod tests {
     fn end_to_end_loopback() {
         // Inject (64), send (64k), a partial last window (3 + 50 = 53 = 3 x 16 + 5).
         let mut o = opts(&["-p", "loopback", "-I", "50", "-w", "3", "-W", "16"]).unwrap();
-        for size in [64, 64 << 10] {
+        for (size, rx_slots) in [(64, false), (64 << 10, false), (64 << 10, true)] {
             o.bw.sizes = Sizes::One(size);
+            o.rx_slots = rx_slots;
             let mut out = Vec::new();
             let r = run(&o, &[], &mut out).unwrap();
             assert_eq!(r.len(), 1);
@@ -457,8 +478,9 @@ mod tests {
     #[test]
     fn end_to_end_shm_in_process() {
         let mut o = opts(&["--threads", "-I", "100", "-w", "2", "-W", "8"]).unwrap();
-        for size in [64, 64 << 10] {
+        for (size, rx_slots) in [(64, false), (64 << 10, false), (64 << 10, true)] {
             o.bw.sizes = Sizes::One(size);
+            o.rx_slots = rx_slots;
             let r = run(&o, &[], &mut Vec::new()).unwrap();
             assert_eq!((r[0].bw.size, r[0].bw.iters), (size, 100));
         }

@@ -8,10 +8,16 @@
 //! bits  0..32  stamp: the ring position + 1 (truncated), so cells of older laps never look ready
 //! bits 32..36  kind: SKIP | COMPACT | COMPACT_DATA | FULL | LARGE
 //! bits 36..40  op (COMPACT*: Msg or Tagged)
-//! bits 40..56  payload length (COMPACT*)
+//! bits 40..56  payload length (COMPACT*, STREAM)
+//! bit  56      remote CQ data present (STREAM)
 //! ```
 //! - `COMPACT`: tag (8 bytes), payload. A message of up to 48 bytes is one cache line.
 //! - `COMPACT_DATA`: tag, remote CQ data (8 bytes each), payload.
+//! - `STREAM`: tag, remote CQ data, and at [`STREAM_PROGRESS`] a progress word; the
+//!   payload starts with the second cell. The sender publishes the packet after the
+//!   payload's first bytes and copies the rest behind it, storing (release) the count
+//!   of bytes in place after each piece, so the receiver copies out while the sender
+//!   still copies in.
 //! - `FULL`: the 64-byte [`Header`], payload.
 //! - `LARGE`: the header, then a [`Desc`] saying where the payload waits in the sender.
 //!
@@ -35,6 +41,9 @@ pub const COMPACT_DATA: u64 = 3;
 pub const FULL: u64 = 4;
 /// Kind: full header and a descriptor of a payload staged by the sender.
 pub const LARGE: u64 = 5;
+/// Kind: message with a tag, remote CQ data and a payload still being written behind
+/// a progress word.
+pub const STREAM: u64 = 6;
 
 /// Bytes of the control word.
 pub const WORD: usize = 8;
@@ -46,6 +55,10 @@ pub const BODY_OFF: usize = WORD + 64;
 pub const DESC_LEN: usize = 32;
 /// Largest compact payload (16-bit length field).
 pub const COMPACT_MAX: usize = u16::MAX as usize;
+/// Offset in a stream packet's first cell of its progress word: payload bytes written.
+pub const STREAM_PROGRESS: usize = CELL - WORD;
+/// Offset of a stream packet's payload: the second cell.
+pub const STREAM_BODY: usize = CELL;
 
 /// Where a large payload waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,7 +145,13 @@ pub fn word_compact(pos: u64, op: Op, data: bool, len: usize) -> u64 {
     stamp(pos) as u64 | kind << 32 | (op as u64) << 36 | (len as u64) << 40
 }
 
-/// Control word of a packet of `kind` other than the compact ones.
+/// Control word of a stream packet.
+#[inline]
+pub fn word_stream(pos: u64, op: Op, data: bool, len: usize) -> u64 {
+    stamp(pos) as u64 | STREAM << 32 | (op as u64) << 36 | (len as u64) << 40 | (data as u64) << 56
+}
+
+/// Control word of a packet of `kind` other than the compact and stream ones.
 #[inline]
 pub fn word(pos: u64, kind: u64) -> u64 {
     stamp(pos) as u64 | kind << 32
@@ -170,6 +189,17 @@ pub enum Parsed {
         hdr: Header,
         /// Payload offset from the first cell.
         off: usize,
+        /// Payload bytes.
+        len: usize,
+        /// Cells used.
+        cells: usize,
+    },
+    /// A message whose payload, at [`STREAM_BODY`], may still be arriving: its first
+    /// `progress` bytes are there, where `progress` is the word at [`STREAM_PROGRESS`]
+    /// (read with acquire; never trust more than `len`).
+    Stream {
+        /// The header (the fields a message does not use are zero).
+        hdr: Header,
         /// Payload bytes.
         len: usize,
         /// Cells used.
@@ -225,6 +255,25 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
                 len,
                 cells,
             })
+        }
+        STREAM => {
+            let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
+            if !matches!(op, Op::Msg | Op::Tagged) || w >> 57 != 0 {
+                return Err(Error::Io);
+            }
+            let len = ((w >> 40) & 0xffff) as usize;
+            let cells = ok_len(STREAM_BODY + len)?;
+            let mut hdr = Header {
+                op: op as u8,
+                len: len as u64,
+                tag: read_u64(avail, WORD)?,
+                ..Header::default()
+            };
+            if w >> 56 & 1 != 0 {
+                hdr.flags = HDR_REMOTE_CQ_DATA;
+                hdr.data = read_u64(avail, WORD + 8)?;
+            }
+            Ok(Parsed::Stream { hdr, len, cells })
         }
         FULL => {
             let hdr = read_header(avail)?;
@@ -308,6 +357,30 @@ mod tests {
     }
 
     #[test]
+    fn stream_layout() {
+        let w = word_stream(9, Op::Msg, true, 4096);
+        let mut body = 0x77u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&0x99u64.to_le_bytes());
+        body.resize(STREAM_BODY - WORD + 4096, 3);
+        let p = packet(w, &body);
+        assert_eq!(p.len(), 65 * CELL);
+        match parse(w, &p, 4096).unwrap() {
+            Parsed::Stream { hdr, len, cells } => {
+                assert_eq!((hdr.tag, hdr.data, len, cells), (0x77, 0x99, 4096, 65));
+                assert_eq!((hdr.op, hdr.flags), (Op::Msg as u8, HDR_REMOTE_CQ_DATA));
+            }
+            p => panic!("{p:?}"),
+        }
+        // Without data; one cell short; an unknown high bit; a non-message op.
+        let w0 = word_stream(9, Op::Tagged, false, 4096);
+        assert!(matches!(parse(w0, &p, 4096), Ok(Parsed::Stream { hdr, .. }) if hdr.flags == 0));
+        assert!(parse(w, &p[..64 * CELL], 4096).is_err());
+        assert!(parse(w | 1 << 60, &p, 4096).is_err());
+        let rma = stamp(9) as u64 | STREAM << 32 | (Op::Write as u64) << 36;
+        assert!(parse(rma, &p, 4096).is_err());
+    }
+
+    #[test]
     fn full_and_large() {
         let hdr = Header {
             op: Op::Write as u8,
@@ -365,6 +438,11 @@ mod tests {
             if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, &avail, 256) {
                 prop_assert!(off + len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());
+            }
+            if let Ok(Parsed::Stream { len, cells, hdr }) = parse(w, &avail, 256) {
+                prop_assert!(STREAM_BODY + len <= cells * CELL);
+                prop_assert!(cells * CELL <= avail.len());
+                prop_assert_eq!(hdr.len, len as u64);
             }
             if let Ok(Parsed::Large { cells, desc, hdr }) = parse(w, &avail, 256) {
                 prop_assert!(cells * CELL <= avail.len());

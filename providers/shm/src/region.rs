@@ -360,6 +360,12 @@ impl Region {
         (len != 0).then(|| (self.get_u32(OFF_DIR_FD), len))
     }
 
+    /// The mapping of the region.
+    #[inline]
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
     /// Copies `src` into the region at `off`.
     #[inline]
     pub fn copy_in(&self, off: usize, src: &[u8]) {

@@ -17,7 +17,8 @@
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
 //! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`.
 //!
-//! Payloads sent by rendezvous (see `rndv`) are read by the same [`ShmPull`].
+//! Payloads sent by rendezvous (see `rndv`), and medium ones streamed through the ring
+//! (see [`crate::cell::STREAM`]), are read by the same [`ShmPull`].
 //!
 //! The receiver writes the slot's generation into the sender's release word once it
 //! has copied the payload; the sender reuses released slots, and slots whose receiver
@@ -30,11 +31,13 @@ use std::sync::Arc;
 
 use fabric::{Error, Pull, Result};
 
-use crate::cell::Desc;
+use crate::cell::{Desc, STREAM_BODY, STREAM_PROGRESS};
+use crate::name::NAME_LEN;
 use crate::peer::PeerRegion;
 use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
 use crate::rndv;
 use crate::sys::{self, Mapping};
+use crate::transport::EpShared;
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
 /// staged there while it has room. Counted in the default footprint.
@@ -307,7 +310,7 @@ pub struct Fill {
 
 /// Copies bytes `from..to` of the payload `parts` (split anywhere) to `at + from` in
 /// `map`.
-fn copy_range(map: &Mapping, at: usize, parts: &[&[u8]], from: usize, to: usize) {
+pub(crate) fn copy_range(map: &Mapping, at: usize, parts: &[&[u8]], from: usize, to: usize) {
     let mut start = 0;
     for p in parts {
         let end = start + p.len();
@@ -339,9 +342,18 @@ impl StageMap {
     }
 }
 
-/// A large payload as the receiver sees it ([`fabric::Pull`]): staged by the sender,
-/// or (rendezvous) still in the sender's buffer.
-pub struct ShmPull {
+/// A payload the receiver copies out of the sender's reach ([`fabric::Pull`]): a large
+/// one staged by the sender or (rendezvous) still in the sender's buffer, or a medium
+/// one the sender is still streaming into our ring.
+pub struct ShmPull(Src);
+
+enum Src {
+    Staged(Staged),
+    Ring(RingPull),
+}
+
+/// A large payload: staged by the sender, or (rendezvous) still in its buffer.
+struct Staged {
     peer: Arc<PeerRegion>,
     desc: Desc,
     len: usize,
@@ -350,10 +362,82 @@ pub struct ShmPull {
     next: Cell<usize>,
 }
 
+/// A stream packet's payload in our own ring (see [`crate::cell::STREAM`]): one per
+/// receiver, pointed at each stream packet in turn while the core consumes it.
+struct RingPull {
+    own: Arc<EpShared>,
+    /// Offset in our region of the packet's first cell.
+    at: Cell<usize>,
+    len: Cell<usize>,
+    /// The sender's name, resolved only to ask whether it lives when it falls behind.
+    src: Cell<[u8; NAME_LEN]>,
+}
+
 impl ShmPull {
     /// The payload `desc` describes, staged by `peer`. `Err(Io)` when the descriptor
     /// points outside what the peer published.
     pub fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<ShmPull> {
+        Staged::new(peer, desc).map(|s| ShmPull(Src::Staged(s)))
+    }
+
+    /// The receiver `own`'s pull for stream packets, pointed at one with
+    /// [`Self::point`].
+    pub(crate) fn ring(own: Arc<EpShared>) -> ShmPull {
+        ShmPull(Src::Ring(RingPull {
+            own,
+            at: Cell::new(0),
+            len: Cell::new(0),
+            src: Cell::new([0; NAME_LEN]),
+        }))
+    }
+
+    /// Points a ring pull at the stream packet whose first cell is at `at` in our
+    /// region, with `len` payload bytes (checked by the parser to lie in the ring),
+    /// sent by `src`.
+    #[inline]
+    pub(crate) fn point(&self, at: usize, len: usize, src: &[u8; NAME_LEN]) {
+        if let Src::Ring(r) = &self.0 {
+            r.at.set(at);
+            r.len.set(len);
+            r.src.set(*src);
+        }
+    }
+
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender (nothing to do for a ring payload).
+    #[inline]
+    pub fn finish(&self) {
+        if let Src::Staged(s) = &self.0 {
+            s.finish();
+        }
+    }
+}
+
+impl RingPull {
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let (at, len) = (self.at.get(), self.len.get());
+        if off > len || dst.len() > len - off {
+            return Err(Error::Io);
+        }
+        let r = self.own.region();
+        let progress = r.cell_word(at + STREAM_PROGRESS);
+        let body = at + STREAM_BODY;
+        let end = off + dst.len();
+        let mut done = off;
+        while done < end {
+            let ready = wait_ready(progress, done, len, || {
+                crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone())
+            })?
+            .min(end);
+            dst[done - off..ready - off].copy_from_slice(r.bytes(body + done, ready - done));
+            done = ready;
+        }
+        Ok(())
+    }
+}
+
+impl Staged {
+    fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<Staged> {
         let len = usize::try_from(desc.len).map_err(|_| Error::Io)?;
         match desc.mode {
             Desc::CMA => {}
@@ -375,7 +459,7 @@ impl ShmPull {
                 }
             }
         }
-        Ok(ShmPull {
+        Ok(Staged {
             peer,
             desc: *desc,
             len,
@@ -390,39 +474,7 @@ impl ShmPull {
             .map_err(|e| *e)
     }
 
-    /// Waits until the sender copied more than `past` bytes of a file-staged payload
-    /// (published in `progress`), and returns how many it copied (at most the payload).
-    /// `Err(Io)` when the sender dies first, or makes no progress for
-    /// [`PROGRESS_LIMIT`].
-    fn ready(&self, progress: &std::sync::atomic::AtomicU64, past: usize) -> Result<usize> {
-        // The clock is read only once the sender is behind: (last value seen, since).
-        let mut stall: Option<(u64, std::time::Instant)> = None;
-        let mut n = 0u32;
-        loop {
-            let p = progress.load(Ordering::Acquire);
-            if p as usize > past {
-                return Ok((p as usize).min(self.len));
-            }
-            n = n.wrapping_add(1);
-            if n.is_multiple_of(1024) {
-                let now = std::time::Instant::now();
-                match stall {
-                    Some((seen, since)) if seen == p => {
-                        if now - since >= PROGRESS_LIMIT || self.peer.process_gone() {
-                            return Err(Error::Io);
-                        }
-                    }
-                    _ => stall = Some((p, now)),
-                }
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// The packet was consumed: hands the staging slot or the rendezvous record back
-    /// to the sender.
-    #[inline]
-    pub fn finish(&self) {
+    fn finish(&self) {
         let r = &self.peer.region;
         if self.desc.mode == Desc::RNDV {
             rndv::finish(r.rndv_state(self.desc.slot as usize), self.desc.gen);
@@ -464,7 +516,7 @@ impl ShmPull {
     }
 }
 
-impl ShmPull {
+impl Staged {
     /// A direct read of a rendezvous payload shared with the sender: both take pieces
     /// in turn, we reading ours, the sender (idle in its wait) writing its own into
     /// `dst`, unless we take the request back before it started.
@@ -527,12 +579,57 @@ impl ShmPull {
 /// How often a receiver waiting for its sender's help checks that the sender lives.
 const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// Waits until a sender copied more than `past` bytes of a payload of `len` (published
+/// in `progress`), and returns how many it copied (at most `len`). `Err(Io)` when the
+/// sender makes no progress for [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
+fn wait_ready(
+    progress: &std::sync::atomic::AtomicU64,
+    past: usize,
+    len: usize,
+    gone: impl Fn() -> bool,
+) -> Result<usize> {
+    // The clock is read only once the sender is behind: (last value seen, since).
+    let mut stall: Option<(u64, std::time::Instant)> = None;
+    let mut n = 0u32;
+    loop {
+        let p = progress.load(Ordering::Acquire);
+        if p as usize > past {
+            return Ok((p as usize).min(len));
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(1024) {
+            let now = std::time::Instant::now();
+            match stall {
+                Some((seen, since)) if seen == p => {
+                    if now - since >= PROGRESS_LIMIT || gone() {
+                        return Err(Error::Io);
+                    }
+                }
+                _ => stall = Some((p, now)),
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
 impl Pull for ShmPull {
     #[inline]
     fn len(&self) -> usize {
-        self.len
+        match &self.0 {
+            Src::Staged(s) => s.len,
+            Src::Ring(r) => r.len.get(),
+        }
     }
 
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        match &self.0 {
+            Src::Staged(s) => s.read(off, dst),
+            Src::Ring(r) => r.read(off, dst),
+        }
+    }
+}
+
+impl Staged {
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         if off > self.len || dst.len() > self.len - off {
             return Err(Error::Io);
@@ -554,7 +651,8 @@ impl Pull for ShmPull {
                 let end = off + dst.len();
                 let mut done = off;
                 while done < end {
-                    let ready = self.ready(progress, done)?.min(end);
+                    let ready =
+                        wait_ready(progress, done, self.len, || self.peer.process_gone())?.min(end);
                     dst[done - off..ready - off]
                         .copy_from_slice(map.bytes(at + done, ready - done));
                     done = ready;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::wire::{Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
+use fabric::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Payload, Pull, Transport};
 use proptest::prelude::*;
 
@@ -12,7 +12,7 @@ use crate::cell;
 use crate::peer::{self, PeerRegion};
 use crate::region::{Geometry, CELL};
 use crate::stage::ShmPull;
-use crate::transport::{ShmEp, ShmRx, ShmTx, Tuning, RESERVE_DIV};
+use crate::transport::{ShmEp, ShmRx, ShmTx, Tuning, RESERVE_DIV, STREAM_MIN};
 
 struct End {
     ep: ShmEp,
@@ -305,6 +305,120 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
         });
         assert!(all == body, "cma={cma}: read before the sender copied it");
     }
+}
+
+/// Messages around and above the stream threshold, their payload split at odd places,
+/// arrive whole, in order, with tag and data (two at a time: the test ring is small).
+#[test]
+fn streamed_messages_arrive_whole() {
+    let mut a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    let sizes = [STREAM_MIN - 1, STREAM_MIN, 4096, 5000, crate::INLINE_MAX];
+    let bodies: Vec<Vec<u8>> = sizes
+        .iter()
+        .map(|&n| (0..n).map(|k| (k * 13 + n) as u8).collect())
+        .collect();
+    let mut got = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let m = Eager {
+            op: Op::Tagged,
+            rx_idx: 0,
+            tag: i as u64,
+            data: (i % 2 == 1).then_some(1000 + i as u64),
+            len: body.len(),
+        };
+        let parts = [&body[..3], &body[3..1500], &body[1500..]];
+        a.ep.send_eager(&mut a.tx, &to_b, &m, &parts).unwrap();
+        if i % 2 == 1 {
+            got.extend(drain(&mut b));
+        }
+    }
+    got.extend(drain(&mut b));
+    assert_eq!(got.len(), sizes.len());
+    for (i, (h, src, payload)) in got.iter().enumerate() {
+        assert_eq!(
+            (h.tag, h.op, h.len),
+            (i as u64, Op::Tagged as u8, sizes[i] as u64)
+        );
+        let data = (h.flags & HDR_REMOTE_CQ_DATA != 0).then_some(h.data);
+        assert_eq!(data, (i % 2 == 1).then_some(1000 + i as u64));
+        assert!(payload == &bodies[i], "size {}", sizes[i]);
+        assert_eq!(src, a.ep.name());
+    }
+}
+
+/// Writes the first `ready` of `body` as a stream packet from `from` into a channel of
+/// `to` claimed for it; returns where the packet's first cell is.
+fn half_written_stream(from: &End, to: &PeerRegion, body: &[u8], ready: usize) -> usize {
+    use std::sync::atomic::Ordering;
+    let region = &to.region;
+    let c = region
+        .claim(&from.ep.name().try_into().unwrap(), 0x5252)
+        .unwrap();
+    let pos = region.chan_head(c).load(Ordering::Acquire);
+    let off = region.cell_off(c, pos);
+    region.copy_in(off + cell::WORD, &77u64.to_le_bytes());
+    region.copy_in(off + cell::STREAM_BODY, &body[..ready]);
+    region
+        .cell_word(off + cell::STREAM_PROGRESS)
+        .store(ready as u64, Ordering::Release);
+    let w = cell::word_stream(pos, Op::Msg, false, body.len());
+    region.cell_word(off).store(w, Ordering::Release);
+    off
+}
+
+/// The receiver copies out a stream packet's payload behind its sender: what is there
+/// is read at once, the rest once the progress word says so.
+#[test]
+fn stream_payloads_are_read_while_the_sender_copies() {
+    use std::sync::atomic::Ordering;
+    let a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    let body: Vec<u8> = (0..6000u32).map(|k| (k * 3) as u8).collect();
+    let off = half_written_stream(&a, &to_b, &body, 1000);
+    let region = &to_b.region;
+    let mut got = Vec::new();
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            region.copy_in(off + cell::STREAM_BODY + 1000, &body[1000..]);
+            region
+                .cell_word(off + cell::STREAM_PROGRESS)
+                .store(body.len() as u64, Ordering::Release);
+        });
+        b.ep.poll(&mut b.rx, |h, _, p| {
+            assert_eq!((h.tag, h.len), (77, 6000));
+            let mut first = [0u8; 1000];
+            p.copy_to(0, &mut first).unwrap();
+            assert_eq!(first, body[..1000]);
+            let mut all = vec![0u8; p.len()];
+            p.copy_to(0, &mut all).unwrap();
+            got = all;
+            true
+        });
+    });
+    assert!(got == body, "read before the sender copied it");
+}
+
+/// A stream whose sender is gone before it finished: the read fails with `FI_EIO`
+/// (no hang), and the receiver goes on with the channel's next packets.
+#[test]
+fn stream_from_a_sender_that_died_fails() {
+    let a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    let body = vec![5u8; 4096];
+    half_written_stream(&a, &to_b, &body, 1024);
+    drop(a);
+    let mut results = Vec::new();
+    b.ep.poll(&mut b.rx, |_, _, p| {
+        let mut all = vec![0u8; p.len()];
+        results.push(p.copy_to(0, &mut all));
+        true
+    });
+    assert_eq!(results, [Err(Error::Io)]);
 }
 
 #[test]

@@ -38,6 +38,13 @@ use crate::track::{Track, Tracked};
 pub const RESERVE_DIV: u64 = 4;
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+/// Smallest message streamed through the ring ([`cell::STREAM`]): below it, copying in
+/// before publishing costs less than the receiver waiting on progress words.
+pub const STREAM_MIN: usize = 2048;
+/// Payload bytes of a stream packet written before it is published.
+const STREAM_FIRST: usize = 1024;
+/// Payload bytes written between two progress stores of a stream packet.
+const STREAM_CHUNK: usize = 1024;
 
 /// Tuning of one endpoint, from the environment at open.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +62,7 @@ pub struct Tuning {
 }
 
 /// State shared by an endpoint's transport, sender and receiver.
-pub struct EpShared {
+pub(crate) struct EpShared {
     region: Region,
     name: Name,
     raw: [u8; NAME_LEN],
@@ -66,6 +73,14 @@ pub struct EpShared {
     track: Track,
     /// Set while some channel of the sender has spilled responses.
     spilled: AtomicBool,
+}
+
+impl EpShared {
+    /// The endpoint's own region.
+    #[inline]
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
 }
 
 /// The per-endpoint transport of the shm provider.
@@ -144,6 +159,8 @@ struct RxChan {
 pub struct ShmRx {
     shared: Arc<EpShared>,
     chans: Vec<RxChan>,
+    /// Handed to the core for each stream packet in turn.
+    ring: ShmPull,
     active: u64,
     polls: u32,
     last_check: Instant,
@@ -463,6 +480,9 @@ fn write_packet(
 /// first) as a compact packet into `ch`, keeping `reserve` cells free.
 #[inline]
 fn write_compact(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Result<()> {
+    if m.len >= STREAM_MIN {
+        return write_stream(ch, m, parts, reserve);
+    }
     let need = cell::cells_for(cell::compact_prefix(m.data.is_some()) + m.len) as u64;
     let pos = claim(ch, need, reserve)?;
     let r = &ch.peer.region;
@@ -480,6 +500,35 @@ fn write_compact(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> R
     let w = cell::word_compact(pos, m.op, m.data.is_some(), m.len);
     r.cell_word(off).store(w, Ordering::Release);
     ch.tail = pos + need;
+    Ok(())
+}
+
+/// Writes message `m` like [`write_compact`], as a stream packet: published after its
+/// first [`STREAM_FIRST`] payload bytes, the rest copied behind it a [`STREAM_CHUNK`] at
+/// a time, each piece announced in the packet's progress word.
+#[inline(never)]
+fn write_stream(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Result<()> {
+    let need = cell::cells_for(cell::STREAM_BODY + m.len) as u64;
+    let pos = claim(ch, need, reserve)?;
+    let r = &ch.peer.region;
+    let off = r.cell_off(ch.c, pos);
+    r.copy_in(off + cell::WORD, &m.tag.to_le_bytes());
+    r.copy_in(off + cell::WORD + 8, &m.data.unwrap_or(0).to_le_bytes());
+    let body = off + cell::STREAM_BODY;
+    let progress = r.cell_word(off + cell::STREAM_PROGRESS);
+    let first = STREAM_FIRST.min(m.len);
+    crate::stage::copy_range(r.mapping(), body, parts, 0, first);
+    progress.store(first as u64, Ordering::Relaxed);
+    let w = cell::word_stream(pos, m.op, m.data.is_some(), m.len);
+    r.cell_word(off).store(w, Ordering::Release);
+    ch.tail = pos + need;
+    let mut done = first;
+    while done < m.len {
+        let next = (done + STREAM_CHUNK).min(m.len);
+        crate::stage::copy_range(r.mapping(), body, parts, done, next);
+        progress.store(next as u64, Ordering::Release);
+        done = next;
+    }
     Ok(())
 }
 
@@ -537,6 +586,7 @@ impl Transport for ShmEp {
         ShmRx {
             shared: self.shared.clone(),
             chans: Vec::new(),
+            ring: ShmPull::ring(self.shared.clone()),
             active: 0,
             polls: 0,
             last_check: Instant::now(),
@@ -666,6 +716,7 @@ impl Transport for ShmEp {
         }
         let mut n = 0;
         let mut stop = false;
+        let ring = &rx.ring;
         for ch in rx.chans.iter_mut() {
             if ch.broken {
                 continue;
@@ -693,6 +744,15 @@ impl Transport for ShmEp {
                             untrack(sh, &hdr);
                         }
                         if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
+                            stop = true;
+                            break;
+                        }
+                        ch.head += k as u64;
+                        n += 1;
+                    }
+                    Ok(Parsed::Stream { hdr, len, cells: k }) => {
+                        ring.point(off, len, &ch.src);
+                        if !f(&hdr, &ch.src, Payload::Remote(ring)) {
                             stop = true;
                             break;
                         }

@@ -18,6 +18,11 @@ fuzz_target!(|data: &[u8]| {
             assert!(off + len <= avail.len());
             assert!(cells * 64 <= avail.len());
         }
+        Ok(Parsed::Stream { len, cells, hdr }) => {
+            assert!(fabric_shm::cell::STREAM_BODY + len <= cells * 64);
+            assert!(cells * 64 <= avail.len());
+            assert_eq!(hdr.len, len as u64);
+        }
         Ok(Parsed::Large { cells, desc, hdr }) => {
             assert!(cells * 64 <= avail.len());
             assert_eq!(desc.len, hdr.len);
