@@ -231,24 +231,10 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
     match kind {
         SKIP => Ok(Parsed::Skip),
         COMPACT | COMPACT_DATA => {
-            let data = kind == COMPACT_DATA;
-            let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
-            if !matches!(op, Op::Msg | Op::Tagged) {
-                return Err(Error::Io);
-            }
-            let len = ((w >> 40) & 0xffff) as usize;
-            let off = compact_prefix(data);
+            let hdr = message_header(w, avail, kind == COMPACT_DATA)?;
+            let len = hdr.len as usize;
+            let off = compact_prefix(kind == COMPACT_DATA);
             let cells = ok_len(off + len)?;
-            let mut hdr = Header {
-                op: op as u8,
-                len: len as u64,
-                tag: read_u64(avail, WORD)?,
-                ..Header::default()
-            };
-            if data {
-                hdr.flags = HDR_REMOTE_CQ_DATA;
-                hdr.data = read_u64(avail, WORD + 8)?;
-            }
             Ok(Parsed::Inline {
                 hdr,
                 off,
@@ -257,22 +243,12 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
             })
         }
         STREAM => {
-            let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
-            if !matches!(op, Op::Msg | Op::Tagged) || w >> 57 != 0 {
+            if w >> 57 != 0 {
                 return Err(Error::Io);
             }
-            let len = ((w >> 40) & 0xffff) as usize;
+            let hdr = message_header(w, avail, w >> 56 & 1 != 0)?;
+            let len = hdr.len as usize;
             let cells = ok_len(STREAM_BODY + len)?;
-            let mut hdr = Header {
-                op: op as u8,
-                len: len as u64,
-                tag: read_u64(avail, WORD)?,
-                ..Header::default()
-            };
-            if w >> 56 & 1 != 0 {
-                hdr.flags = HDR_REMOTE_CQ_DATA;
-                hdr.data = read_u64(avail, WORD + 8)?;
-            }
             Ok(Parsed::Stream { hdr, len, cells })
         }
         FULL => {
@@ -308,6 +284,26 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
         }
         _ => Err(Error::Io),
     }
+}
+
+/// The header of a compact or stream message: op and length from the control word `w`,
+/// the tag (and with `data` the remote CQ data) from the packet's first cell.
+fn message_header(w: u64, avail: &[u8], data: bool) -> Result<Header> {
+    let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
+    if !matches!(op, Op::Msg | Op::Tagged) {
+        return Err(Error::Io);
+    }
+    let mut hdr = Header {
+        op: op as u8,
+        len: (w >> 40) & 0xffff,
+        tag: read_u64(avail, WORD)?,
+        ..Header::default()
+    };
+    if data {
+        hdr.flags = HDR_REMOTE_CQ_DATA;
+        hdr.data = read_u64(avail, WORD + 8)?;
+    }
+    Ok(hdr)
 }
 
 fn read_u64(b: &[u8], off: usize) -> Result<u64> {
