@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
 use fabric_shm::Shm;
-use shm_child::{hex, unhex, Ctl, Kid, DEADLINE, ROLE, STACK};
+use shm_child::{
+    hex,
+    node::{next, node, pattern, Node},
+    unhex, Ctl, Kid, DEADLINE, ROLE, STACK,
+};
 
 // ---------------------------------------------------------------------------------
 // Parent side: spawning children and talking to them
@@ -47,64 +51,6 @@ fn shm_files() -> Vec<String> {
 // ---------------------------------------------------------------------------------
 // Endpoints on any stack
 // ---------------------------------------------------------------------------------
-
-struct Node<S: Config> {
-    ep: Endpoint<S>,
-    cq: Cq<S>,
-    av: AddressVector<S>,
-    domain: Domain<S>,
-    _fabric: Fabric<S>,
-}
-
-fn node<S: Config>() -> Node<S> {
-    let hints = Hints::new()
-        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
-        .ep_type(EpType::Rdm);
-    let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
-    let fabric = Fabric::<S>::open(&info).expect("fabric");
-    let domain = fabric.domain(&info).expect("domain");
-    let cq = domain.cq(&CqAttr::DEFAULT).expect("cq");
-    let av = domain.av(&AvAttr::DEFAULT).expect("av");
-    let ep = domain.endpoint(&info).expect("endpoint");
-    ep.bind_av(&av).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep.enable().unwrap();
-    Node {
-        ep,
-        cq,
-        av,
-        domain,
-        _fabric: fabric,
-    }
-}
-
-/// One completion (or error entry) from `cq`, progressing while waiting.
-#[track_caller]
-fn next<S: Config>(n: &Node<S>) -> std::result::Result<CqTaggedEntry, CqErrEntry>
-where
-    S::Cq: CqFormat<Entry = CqTaggedEntry>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    let mut e = [CqTaggedEntry::default(); 1];
-    loop {
-        match n.cq.read(&mut e) {
-            Ok(1) => return Ok(e[0]),
-            Err(Error::Avail) => return Err(n.cq.read_err().unwrap()),
-            Ok(_) | Err(Error::Again) => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        n.domain.progress();
-        assert!(Instant::now() < deadline, "no completion in time");
-        std::hint::spin_loop();
-    }
-}
-
-fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
-        .collect()
-}
 
 /// FNV-1a, to compare memory across processes.
 fn digest(b: &[u8]) -> u64 {

@@ -4,6 +4,8 @@
 // Each test crate uses only part of it.
 #![allow(dead_code)]
 
+pub mod node;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
