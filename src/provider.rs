@@ -191,6 +191,32 @@ pub trait Transport: Send + Sync + 'static {
         let _ = (tx, to, req, hold, out);
         Direct::Declined
     }
+    /// [`direct`](Self::direct) of an RMA write of `data` to `addr` under `key`, with
+    /// nothing in flight (`hold` false): the core's entry for `fi_write` and
+    /// `fi_inject_write` of one buffer. The answer is never [`Direct::Held`]. The
+    /// default builds the [`DirectReq`] and calls `direct`; a transport whose common
+    /// case (the target used last) is cheaper to test without the generic request
+    /// overrides it. Only called when [`DIRECT`](Self::DIRECT) is true.
+    #[inline]
+    fn direct_write(
+        &self,
+        tx: &mut Self::Sender,
+        to: &Self::Peer,
+        addr: u64,
+        key: u64,
+        data: &[u8],
+    ) -> Direct {
+        let payload = [data];
+        let req = DirectReq {
+            op: DirectOp::Write,
+            addr,
+            key,
+            len: data.len(),
+            payload: &payload,
+            compare: &[],
+        };
+        self.direct(tx, to, &req, false, |_: &[u8]| {})
+    }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
 

@@ -17,7 +17,7 @@ use fabric::prelude::*;
 use fabric_shm::{DirectMr, MappedSegment, RemoteKey, Shm};
 use shm_child::{
     hex,
-    node::{next, node, pattern, Entry, Node},
+    node::{next, node, node_with, pattern, Entry, Node},
     unhex, Ctl, Kid, ROLE, STACK,
 };
 
@@ -520,6 +520,275 @@ fn direct_ops_wait_for_earlier_ring_ops() {
     // Nothing in flight any more: direct again.
     i.ep.write(&[3; 8], peer, 0, KEY, Context(3)).unwrap();
     assert_eq!(now(&i).unwrap().op_context, Context(3));
+}
+
+/// `fi_inject_write` into a published segment: no entry on success, counted; the
+/// target's checks fail at once with an error entry of null context; a key nobody
+/// published waits for the target, which rejects it; the inject size and the address
+/// are refused before anything is done. Writes alternating between two keys each
+/// find another cached entry than the one used last. Target memory changes only for
+/// the writes that succeed.
+#[test]
+fn inject_write_checks_and_errors() {
+    const KEY_RW: u64 = 0xd7_0001;
+    const KEY_RO: u64 = 0xd7_0002;
+    const KEY_B: u64 = 0xd7_0003;
+    const BASE: u64 = 1 << 40;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mut seg_b = MappedSegment::new(4096).unwrap();
+    let mut ro_seg = MappedSegment::new(4096).unwrap();
+    ro_seg.as_mut_slice().copy_from_slice(&pattern(4096, 9));
+    let mr = seg.register(&t.domain, &attr(RW, KEY_RW, BASE)).unwrap();
+    let mr_b = seg_b.register(&t.domain, &attr(RW, KEY_B, 0)).unwrap();
+    let ro = ro_seg
+        .register(&t.domain, &attr(MrAccess::REMOTE_READ, KEY_RO, 0))
+        .unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let cntr = i.domain.cntr(&CntrAttr::default()).unwrap();
+    i.ep.bind_cntr(&cntr, BindFlags::WRITE).unwrap();
+
+    for k in 0..4u8 {
+        let at = 8 * u64::from(k);
+        i.ep.inject_write(&[k + 1; 8], peer, BASE + at, KEY_RW)
+            .unwrap();
+        i.ep.inject_write(&[k + 11; 8], peer, at, KEY_B).unwrap();
+    }
+    nothing(&i);
+    assert_eq!(cntr.read(), 8);
+    for k in 0..4u8 {
+        assert_eq!(u64_at(&mr, 8 * k as usize), u64::from_ne_bytes([k + 1; 8]));
+        assert_eq!(
+            u64_at(&mr_b, 8 * k as usize),
+            u64::from_ne_bytes([k + 11; 8])
+        );
+    }
+
+    let wflags = CqFlags::RMA | CqFlags::WRITE;
+    let expect_err = |err: Error| {
+        let e = now(&i).expect_err("an error entry");
+        assert_eq!((e.context, e.err, e.flags), (Context::NULL, err, wflags));
+        assert_eq!(e.prov_errno, err.code());
+    };
+    // Twice: the second finds the entry the first used (and cached) last.
+    for _ in 0..2 {
+        i.ep.inject_write(&[1; 8], peer, 0, KEY_RO).unwrap();
+        expect_err(Error::Access);
+    }
+    i.ep.inject_write(&[1; 8], peer, BASE + 4092, KEY_RW)
+        .unwrap();
+    expect_err(Error::Fault);
+    i.ep.inject_write(&[1; 8], peer, BASE - 1, KEY_RW).unwrap();
+    expect_err(Error::Fault);
+    i.ep.inject_write(&[1; 8], peer, u64::MAX - 3, KEY_RW)
+        .unwrap();
+    expect_err(Error::Fault);
+    // A failure, then a success through the same (still current) entry.
+    i.ep.inject_write(&[5; 8], peer, BASE + 32, KEY_RW).unwrap();
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 32), u64::from_ne_bytes([5; 8]));
+    assert_eq!((cntr.read(), cntr.read_err()), (9, 5));
+
+    // Refused before anything is done: no entry, no count.
+    let big = vec![7u8; <Shm as Provider>::INJECT_SIZE + 1];
+    assert_eq!(
+        i.ep.inject_write(&big, peer, BASE + 64, KEY_RW),
+        Err(Error::MsgSize)
+    );
+    assert_eq!(
+        i.ep.inject_write(&[1; 8], FiAddr(77), BASE + 64, KEY_RW),
+        Err(Error::AddrNotAvail)
+    );
+    nothing(&i);
+    assert_eq!((cntr.read(), cntr.read_err()), (9, 5));
+
+    // Nobody published this key: the target's MR table answers when it progresses.
+    assert_eq!(t.domain.progress(), 0);
+    i.ep.inject_write(&[1; 8], peer, 0, 0xd7_dead).unwrap();
+    nothing(&i);
+    assert_eq!(t.domain.progress(), 1);
+    let e = next(&i).expect_err("unknown key");
+    assert_eq!((e.context, e.err), (Context::NULL, Error::KeyRejected));
+    assert_eq!((cntr.read(), cntr.read_err()), (9, 6));
+
+    let rest = seg_bytes(&mr);
+    assert!(rest[40..].iter().all(|&b| b == 0), "target memory changed");
+    let mut all = vec![0u8; 4096];
+    ro.read(0, &mut all).unwrap();
+    assert_eq!(all, pattern(4096, 9));
+}
+
+/// `fi_inject_write` and `fi_write` posted while a ring operation is in flight do not
+/// overtake it, nor do their failures: memory and completions follow the posting
+/// order once the target answers. With nothing in flight any more, they complete at
+/// once again.
+#[test]
+fn inject_write_waits_for_earlier_ring_ops() {
+    const KEY: u64 = 0xd8_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+    let cntr = i.domain.cntr(&CntrAttr::default()).unwrap();
+    i.ep.bind_cntr(&cntr, BindFlags::WRITE).unwrap();
+
+    // Remote CQ data needs the target: the ring path.
+    i.ep.writedata(&[1; 8], 7, peer, 0, KEY, Context(1))
+        .unwrap();
+    i.ep.inject_write(&[2; 8], peer, 0, KEY).unwrap();
+    i.ep.inject_write(&[4; 8], peer, 4092, KEY).unwrap();
+    i.ep.write(&[3; 8], peer, 8, KEY, Context(3)).unwrap();
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 0), 0, "the inject overtook the ring write");
+    assert_eq!(u64_at(&mr, 8), 0, "the write overtook the ring write");
+    assert_eq!(cntr.read(), 0);
+    assert_eq!(t.domain.progress(), 1);
+    let mut done: Vec<_> = (0..3)
+        .map(|_| match next(&i) {
+            Ok(e) => (e.op_context, None),
+            Err(e) => (e.context, Some(e.err)),
+        })
+        .collect();
+    done.sort_by_key(|d| d.0 .0);
+    assert_eq!(
+        done,
+        [
+            (Context::NULL, Some(Error::Fault)),
+            (Context(1), None),
+            (Context(3), None)
+        ]
+    );
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([2; 8]));
+    assert_eq!(u64_at(&mr, 8), u64::from_ne_bytes([3; 8]));
+    assert_eq!((cntr.read(), cntr.read_err()), (3, 1));
+    assert_eq!(next(&t).unwrap().data, 7);
+
+    i.ep.inject_write(&[5; 8], peer, 0, KEY).unwrap();
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([5; 8]));
+    nothing(&i);
+    assert_eq!(cntr.read(), 4);
+    assert_eq!(t.domain.progress(), 0);
+}
+
+/// Once the target's endpoint is closed, a write to its still published segment is
+/// no longer performed directly, even right after one that was: it goes to the ring,
+/// which refuses it.
+#[test]
+fn writes_to_a_closed_endpoint_are_refused() {
+    const KEY: u64 = 0xda_0001;
+    let Node {
+        ep: t_ep,
+        domain: t_domain,
+        ..
+    } = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mr = seg.register(&t_domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t_ep.name()).unwrap();
+    i.ep.inject_write(&[1; 8], peer, 0, KEY).unwrap();
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([1; 8]));
+    drop(t_ep);
+    assert_eq!(
+        i.ep.inject_write(&[2; 8], peer, 0, KEY),
+        Err(Error::HostUnreach)
+    );
+    assert_eq!(
+        i.ep.write(&[2; 8], peer, 0, KEY, Context(1)),
+        Err(Error::HostUnreach)
+    );
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([1; 8]));
+}
+
+/// Writes whose flags or state keep them off the direct write entry still do what
+/// the generic path does: endpoint defaults `FI_FENCE` and `FI_DELIVERY_COMPLETE`
+/// (through an alias) complete at once; `FI_INJECT` as a default bounds `fi_write` by
+/// the inject size; selective completion counts without an entry unless asked; a
+/// full CQ refuses the write with `FI_EAGAIN` before it touches memory.
+#[test]
+fn writes_off_the_direct_entry() {
+    const KEY: u64 = 0xd9_0001;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+
+    let fenced =
+        i.ep.alias(
+            OpFlags::FENCE | OpFlags::DELIVERY_COMPLETE,
+            BindFlags::TRANSMIT,
+        )
+        .unwrap();
+    fenced.write(&[1; 8], peer, 0, KEY, Context(1)).unwrap();
+    assert_eq!(now(&i).unwrap().op_context, Context(1));
+    fenced.inject_write(&[2; 8], peer, 8, KEY).unwrap();
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([1; 8]));
+    assert_eq!(u64_at(&mr, 8), u64::from_ne_bytes([2; 8]));
+
+    let inject = i.ep.alias(OpFlags::INJECT, BindFlags::TRANSMIT).unwrap();
+    let big = vec![3u8; <Shm as Provider>::INJECT_SIZE + 1];
+    assert_eq!(
+        inject.write(&big, peer, 16, KEY, Context(2)),
+        Err(Error::MsgSize)
+    );
+    // Within the size: completes as usual (only `fi_inject_*` skip the entry).
+    inject.write(&[3; 8], peer, 16, KEY, Context(3)).unwrap();
+    assert_eq!(now(&i).unwrap().op_context, Context(3));
+    assert_eq!(u64_at(&mr, 16), u64::from_ne_bytes([3; 8]));
+    assert_eq!(u64_at(&mr, 24), 0);
+
+    let s = node_with::<Stack<Shm>>(&CqAttr::DEFAULT, BindFlags::SELECTIVE_COMPLETION);
+    let sp = s.av.insert(&t.ep.name()).unwrap();
+    let cntr = s.domain.cntr(&CntrAttr::default()).unwrap();
+    s.ep.bind_cntr(&cntr, BindFlags::WRITE).unwrap();
+    s.ep.write(&[4; 8], sp, 32, KEY, Context(4)).unwrap();
+    nothing(&s);
+    assert_eq!(cntr.read(), 1);
+    assert_eq!(u64_at(&mr, 32), u64::from_ne_bytes([4; 8]));
+    let asked =
+        s.ep.alias(OpFlags::COMPLETION, BindFlags::TRANSMIT)
+            .unwrap();
+    asked.write(&[5; 8], sp, 40, KEY, Context(5)).unwrap();
+    assert_eq!(now(&s).unwrap().op_context, Context(5));
+    assert_eq!(cntr.read(), 2);
+
+    let small = CqAttr {
+        size: 4,
+        ..CqAttr::DEFAULT
+    };
+    let f = node_with::<Stack<Shm>>(&small, BindFlags::empty());
+    let fp = f.av.insert(&t.ep.name()).unwrap();
+    let mut posted = 0usize;
+    let at = |k: usize| 64 + 8 * k as u64;
+    loop {
+        match f
+            .ep
+            .write(&[6; 8], fp, at(posted), KEY, Context(10 + posted))
+        {
+            Ok(()) => posted += 1,
+            Err(Error::Again) => break,
+            Err(e) => panic!("write: {e}"),
+        }
+        assert!(posted <= 64, "the CQ never filled");
+    }
+    assert!(posted >= 1);
+    assert_eq!(
+        u64_at(&mr, at(posted) as usize),
+        0,
+        "a refused write landed"
+    );
+    for k in 0..posted {
+        assert_eq!(now(&f).unwrap().op_context, Context(10 + k));
+    }
+    f.ep.write(&[6; 8], fp, at(posted), KEY, Context(99))
+        .unwrap();
+    assert_eq!(now(&f).unwrap().op_context, Context(99));
+    assert_eq!(u64_at(&mr, at(posted) as usize), u64::from_ne_bytes([6; 8]));
+    assert_eq!(t.domain.progress(), 0);
 }
 
 /// Every lock-free (class, op, datatype) combination gives, on two elements, exactly

@@ -416,14 +416,13 @@ macro_rules! tx_calls {
                 key: MrKey,
                 context: Context,
             ) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Write, &b, dest, context);
-                r.rma = RmaIov {
+                let rma = RmaIov {
                     addr,
                     len: buf.len(),
                     key,
                 };
-                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+                self.ep()
+                    .post_write::<false>(self.txi(), buf, dest, rma, context, self.tx_flags)
             }
             /// `fi_writev`.
             #[inline]
@@ -461,15 +460,19 @@ macro_rules! tx_calls {
                 addr: u64,
                 key: MrKey,
             ) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Write, &b, dest, Context::NULL);
-                r.rma = RmaIov {
+                let rma = RmaIov {
                     addr,
                     len: buf.len(),
                     key,
                 };
-                self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
+                self.ep().post_write::<true>(
+                    self.txi(),
+                    buf,
+                    dest,
+                    rma,
+                    Context::NULL,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_writedata`: the target gets a CQ entry with `data`.
             #[inline]

@@ -7,13 +7,13 @@ use crate::cq_format::Completion;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
-use crate::mem::IOV_LIMIT;
+use crate::mem::{RawIov, IOV_LIMIT};
 use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
-use crate::types::Context;
+use crate::types::{Context, FiAddr};
 use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
-use super::owned::{OwnedTx, TxReq};
+use super::owned::{OwnedTx, RmaIov, TxReq};
 use super::state::{CntrKind, Pending, TxState};
 use super::{EpInner, TransportOf};
 
@@ -72,6 +72,120 @@ impl<S: Config> EpInner<S> {
         })
     }
 
+    /// `fi_write` (`INJECT` false) or `fi_inject_write` (`INJECT` true, `flags` holding
+    /// [`OpFlags::INJECT_CALL`]) of one buffer `buf` to `rma` at `dest`.
+    ///
+    /// On a transport with a direct path, a write that nothing orders behind anything
+    /// (no `FI_FENCE`, no `FI_DELIVERY_COMPLETE`, nothing queued or in flight on the
+    /// context) goes straight to [`Transport::direct_write`], without the generic
+    /// request and its per-operation tests; everything else, and every write on other
+    /// transports, is [`Self::post_tx`] of the same request.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn post_write<const INJECT: bool>(
+        &self,
+        txi: usize,
+        buf: &[u8],
+        dest: FiAddr,
+        rma: RmaIov,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Result<()> {
+        // Compile-time test first: loopback keeps exactly the generic path.
+        if <TransportOf<S> as Transport>::DIRECT
+            && !flags.intersects(OpFlags::FENCE.union(OpFlags::DELIVERY_COMPLETE))
+        {
+            if let Some(res) = self.write_direct::<INJECT>(txi, buf, dest, rma, ctx, flags) {
+                return res;
+            }
+        }
+        let b = [buf];
+        self.post_tx(txi, &write_req(&b, dest, rma, ctx), flags)
+    }
+
+    /// The direct attempt of [`Self::post_write`]: `None` when a test of the generic
+    /// prologue ([`Self::post_tx_sized`]) would not pass straight through (a disabled
+    /// or fenced context, an operation in flight, a length over the limits, a full
+    /// CQ), so that nothing was done and the generic path answers. Otherwise the write
+    /// is done: performed at the initiator, failed by the target's checks (an error
+    /// entry), or sent as a packet when the transport declines it.
+    #[inline]
+    fn write_direct<const INJECT: bool>(
+        &self,
+        txi: usize,
+        buf: &[u8],
+        dest: FiAddr,
+        rma: RmaIov,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Option<Result<()>> {
+        let tx = self.tx.get(txi)?;
+        tx.state.with(|st| {
+            let len = buf.len();
+            // `INJECT` folds the inject call's size and completion tests at compile
+            // time; `flags` may add `FI_INJECT` to a plain write (an endpoint default).
+            if !st.enabled
+                || !st.caps.contains(Caps::RMA)
+                || !st.fenced.is_empty()
+                || st.pending.in_flight() > 0
+                || len > st.max_msg_size
+                || ((INJECT || flags.contains(OpFlags::INJECT)) && len > st.inject_size)
+            {
+                return None;
+            }
+            let want = !(INJECT || flags.contains(OpFlags::INJECT_CALL))
+                && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+            if st.room_for(want).is_err() {
+                return None;
+            }
+            let outcome = match &st.av {
+                None => Err(Error::NoAv),
+                Some(av) => av.with_peer(dest, |peer, _| {
+                    Ok(self.sender.with(|tx| {
+                        self.transport
+                            .direct_write(tx, peer, rma.addr, rma.key, buf)
+                    }))
+                }),
+            };
+            let (cflags, ck) = (CqFlags::RMA | CqFlags::WRITE, CntrKind::Write);
+            Some(match outcome {
+                Err(e) => Err(e),
+                Ok(Direct::Done) => {
+                    st.succeed(ck, want, ctx, cflags, len);
+                    Ok(())
+                }
+                Ok(Direct::Failed(e)) => {
+                    st.fail(ck, ctx, cflags, e, e.code());
+                    Ok(())
+                }
+                Ok(Direct::Declined | Direct::Held) => {
+                    self.write_packet(st, txi, buf, dest, rma, ctx, flags, want)
+                }
+            })
+        })
+    }
+
+    /// A write [`Transport::direct_write`] did not perform (`Declined`; or `Held`,
+    /// which the contract rules out with nothing in flight, and which with nothing in
+    /// flight needs no waiting either): sent as a packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn write_packet(
+        &self,
+        st: &mut TxState<S>,
+        txi: usize,
+        buf: &[u8],
+        dest: FiAddr,
+        rma: RmaIov,
+        ctx: Context,
+        flags: OpFlags,
+        want: bool,
+    ) -> Result<()> {
+        let b = [buf];
+        let r = write_req(&b, dest, rma, ctx);
+        self.transmit_packet(st, txi, &r, buf.len(), flags, want)
+    }
+
     /// Sends a checked request carrying `len` payload bytes and completes it at once
     /// unless it waits for a response.
     #[inline]
@@ -96,6 +210,22 @@ impl<S: Config> EpInner<S> {
                 return res;
             }
         }
+        self.transmit_packet(st, txi, r, len, flags, want)
+    }
+
+    /// The packet part of [`Self::transmit`]: sends checked request `r` (not an eager
+    /// message, room for its completion checked) as a packet; completes it at once
+    /// unless it waits for a response.
+    #[inline]
+    fn transmit_packet(
+        &self,
+        st: &mut TxState<S>,
+        txi: usize,
+        r: &TxReq<'_>,
+        len: usize,
+        flags: OpFlags,
+        want: bool,
+    ) -> Result<()> {
         let (cflags, ck) = completion_kind(r);
         let needs_resp =
             !matches!(r.op, Op::Msg | Op::Tagged) || flags.contains(OpFlags::DELIVERY_COMPLETE);
@@ -421,6 +551,23 @@ fn direct_atomic(r: &TxReq<'_>) -> Option<DirectOp> {
         op: AtomicOp::from_raw(r.atomic.0)?,
         dt: Datatype::from_raw(r.atomic.1)?,
     })
+}
+
+/// The request of an RMA write of the one buffer in `b`.
+#[inline]
+fn write_req<'a>(b: &'a [&'a [u8]; 1], dest: FiAddr, rma: RmaIov, ctx: Context) -> TxReq<'a> {
+    TxReq {
+        op: Op::Write,
+        iov: b,
+        compare: &[],
+        result: RawIov::EMPTY,
+        dest,
+        tag: 0,
+        data: None,
+        rma,
+        atomic: (0, 0, 0),
+        ctx,
+    }
 }
 
 #[inline]

@@ -20,17 +20,23 @@ pub struct Node<S: Config> {
 
 /// An endpoint in its own fabric and domain.
 pub fn node<S: Config>() -> Node<S> {
+    node_with(&CqAttr::DEFAULT, BindFlags::empty())
+}
+
+/// [`node`] with a CQ of `cq` attributes bound with `FI_TRANSMIT | FI_RECV` and
+/// `bind`.
+pub fn node_with<S: Config>(cq: &CqAttr, bind: BindFlags) -> Node<S> {
     let hints = Hints::new()
         .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
         .ep_type(EpType::Rdm);
     let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
     let fabric = Fabric::<S>::open(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let cq = domain.cq(&CqAttr::DEFAULT).expect("cq");
+    let cq = domain.cq(cq).expect("cq");
     let av = domain.av(&AvAttr::DEFAULT).expect("av");
     let ep = domain.endpoint(&info).expect("endpoint");
     ep.bind_av(&av).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV | bind)
         .unwrap();
     ep.enable().unwrap();
     Node {

@@ -428,7 +428,7 @@ pub fn run<F: FnMut(&[u8])>(
     to: &PeerRegion,
     req: &DirectReq<'_>,
     hold: bool,
-    mut out: F,
+    out: F,
 ) -> Direct {
     let (kind, access) = match req.op {
         DirectOp::Write => (Kind::Write, MrAccess::REMOTE_WRITE),
@@ -438,14 +438,105 @@ pub fn run<F: FnMut(&[u8])>(
             None => return Direct::Declined,
         },
     };
-    if to.known_dead() || to.region.closed() {
+    if !admit(tx, to) {
         return Direct::Declined;
+    }
+    perform(tx, to, req, (kind, access), hold, out)
+}
+
+/// Whether `to` may be accessed directly now: not known dead, not closed, and alive
+/// at the liveness check that every [`LIVENESS_EVERY`]th operation makes. Counts the
+/// operation.
+#[inline(always)]
+fn admit(tx: &mut TxDirect, to: &PeerRegion) -> bool {
+    if to.known_dead() || to.region.closed() {
+        return false;
     }
     tx.ops = tx.ops.wrapping_add(1);
-    if tx.ops.is_multiple_of(LIVENESS_EVERY) && to.gone() {
+    !tx.ops.is_multiple_of(LIVENESS_EVERY) || alive(tx, to)
+}
+
+/// The periodic liveness check of [`admit`]: forgets a dead peer's segments.
+#[cold]
+#[inline(never)]
+fn alive(tx: &mut TxDirect, to: &PeerRegion) -> bool {
+    if to.gone() {
         tx.forget_peer(to.name.nonce);
+        return false;
+    }
+    true
+}
+
+/// An RMA write of `data` to `addr` under `key` into `to`'s published memory: [`run`]
+/// of a [`DirectOp::Write`] with `hold` false, for
+/// [`fabric::Transport::direct_write`]. The common case, the (peer, key) used last,
+/// still current, whose checks pass, is done inline; everything else takes the
+/// general path.
+#[inline(always)]
+pub fn write(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u8]) -> Direct {
+    if !admit(tx, to) {
         return Direct::Declined;
     }
+    if let Some(t) = tx.last((to.name.nonce, key)) {
+        // The access test of `check`; its range test is the copy's own, against the
+        // mapped segment, whose length is the entry's (`PeerDir::segment`). A failure
+        // of either is reported by the general path.
+        if let (true, Some(off)) = (
+            t.access.contains(MrAccess::REMOTE_WRITE),
+            addr.checked_sub(t.base),
+        ) {
+            let busy = t.seg.busy();
+            busy.fetch_add(1, Ordering::SeqCst);
+            // The handshake of `perform`: the entry is still the one cached.
+            if t.dir.dir.state(t.slot).load(Ordering::SeqCst) == t.state && t.seg.put(off, data) {
+                busy.fetch_sub(1, Ordering::Release);
+                return Direct::Done;
+            }
+            busy.fetch_sub(1, Ordering::Release);
+        }
+    }
+    write_slow(tx, to, addr, key, data)
+}
+
+/// [`write`] of anything but its common case: another (peer, key), a failed check
+/// (an error if the entry is current), a withdrawn entry (looked up again), a key
+/// known to have no published segment (declined).
+#[cold]
+#[inline(never)]
+fn write_slow(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u8]) -> Direct {
+    if tx.known_absent(to, key) {
+        return Direct::Declined;
+    }
+    let payload = [data];
+    let req = DirectReq {
+        op: DirectOp::Write,
+        addr,
+        key,
+        len: data.len(),
+        payload: &payload,
+        compare: &[],
+    };
+    perform(
+        tx,
+        to,
+        &req,
+        (Kind::Write, MrAccess::REMOTE_WRITE),
+        false,
+        |_: &[u8]| {},
+    )
+}
+
+/// [`run`] after [`admit`]: `req`, of `kind` needing `access`, performed through the
+/// cached entry of (`to`, `req.key`), looked up on a miss.
+#[inline]
+fn perform<F: FnMut(&[u8])>(
+    tx: &mut TxDirect,
+    to: &PeerRegion,
+    req: &DirectReq<'_>,
+    (kind, access): (Kind, MrAccess),
+    hold: bool,
+    mut out: F,
+) -> Direct {
     let k = (to.name.nonce, req.key);
     // Twice at most: once more after finding the cached entry withdrawn.
     for _ in 0..2 {

@@ -180,6 +180,20 @@ impl SegFile {
         };
     }
 
+    /// [`copy_in`](Self::copy_in) if `src` fits the data at offset `off`; `false`
+    /// (nothing copied) otherwise. The one range test of a write whose caller has not
+    /// checked it yet.
+    #[inline(always)]
+    pub fn put(&self, off: u64, src: &[u8]) -> bool {
+        match usize::try_from(off) {
+            Ok(off) if off <= self.len && src.len() <= self.len - off => {
+                self.copy_in(off, src);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Data bytes `off..off + len` (peers may change them while they are read).
     #[inline]
     pub fn bytes(&self, off: usize, len: usize) -> &[u8] {

@@ -849,6 +849,21 @@ impl Transport for ShmEp {
         direct::run(&mut tx.direct, to, req, hold, out)
     }
 
+    /// The write of [`direct`](Transport::direct) with its common case (the segment
+    /// written last) inline ([`direct::write`]).
+    // Always inlined: the call's frame cost a fifth of an 8-byte put.
+    #[inline(always)]
+    fn direct_write(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        addr: u64,
+        key: u64,
+        data: &[u8],
+    ) -> Direct {
+        direct::write(&mut tx.direct, to, addr, key, data)
+    }
+
     fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
         let Ok(fd) = u32::try_from(target.0) else {
             return;
