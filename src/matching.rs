@@ -122,7 +122,7 @@ impl<T> Slab<T> {
     ///
     /// Panics only if more than `u32::MAX - 1` entries are live at once (a capacity
     /// overflow, like `Vec`'s).
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, node: Node, v: T) -> (u32, u32) {
         let idx = self.free;
         if let Some(slot) = self.slots.get_mut(idx as usize) {
@@ -429,7 +429,8 @@ impl<T> Queue<T> {
         self.last = (0, NIL);
     }
 
-    #[inline]
+    // Always inlined: the value is then built in its slot, not copied there.
+    #[inline(always)]
     fn insert(&mut self, tag: u64, ignore: u64, src: FiAddr, val: T) -> (u32, u32) {
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);

@@ -18,7 +18,7 @@
 //! Every value comes from another process and is validated here: [`parse`] never
 //! panics and never yields a length or offset outside the cells it was given.
 
-use fabric::wire::{Header, Op, HDR_REMOTE_CQ_DATA};
+use fabric::wire::{Eager, Header, Op, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Result};
 use zerocopy::FromBytes;
 
@@ -201,28 +201,11 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
     match kind {
         SKIP => Ok(Parsed::Skip),
         COMPACT | COMPACT_DATA => {
-            let data = kind == COMPACT_DATA;
-            let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
-            if !matches!(op, Op::Msg | Op::Tagged) {
-                return Err(Error::Io);
-            }
-            let len = ((w >> 40) & 0xffff) as usize;
-            let off = compact_prefix(data);
-            let cells = ok_len(off + len)?;
-            let mut hdr = Header {
-                op: op as u8,
-                len: len as u64,
-                tag: read_u64(avail, WORD)?,
-                ..Header::default()
-            };
-            if data {
-                hdr.flags = HDR_REMOTE_CQ_DATA;
-                hdr.data = read_u64(avail, WORD + 8)?;
-            }
+            let (m, cells) = eager(w, avail)?;
             Ok(Parsed::Inline {
-                hdr,
-                off,
-                len,
+                hdr: m.header(),
+                off: compact_prefix(m.data.is_some()),
+                len: m.len,
                 cells,
             })
         }
@@ -261,6 +244,49 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
     }
 }
 
+/// The kind of the packet whose control word is `w`.
+#[inline(always)]
+pub fn kind(w: u64) -> u64 {
+    (w >> 32) & 0xf
+}
+
+/// Parses a compact packet (`kind(w)` is [`COMPACT`] or [`COMPACT_DATA`]) as the
+/// message it carries and the cells it takes; its payload is
+/// `avail[compact_prefix(m.data.is_some())..][..m.len]`, within `avail`. The receive
+/// lane: no [`Header`] is built. Garbage gives `Err(Io)`.
+#[inline(always)]
+pub fn eager(w: u64, avail: &[u8]) -> Result<(Eager, usize)> {
+    let data = kind(w) == COMPACT_DATA;
+    let op = match ((w >> 36) & 0xf) as u8 {
+        x if x == Op::Tagged as u8 => Op::Tagged,
+        x if x == Op::Msg as u8 => Op::Msg,
+        _ => return Err(Error::Io),
+    };
+    let len = ((w >> 40) & 0xffff) as usize;
+    let cells = cells_for(compact_prefix(data) + len);
+    if cells * CELL > avail.len() {
+        return Err(Error::Io);
+    }
+    // In bounds: the packet takes at least one cell, and the prefix fits one.
+    let tag = read_u64(avail, WORD)?;
+    let data = if data {
+        Some(read_u64(avail, WORD + 8)?)
+    } else {
+        None
+    };
+    Ok((
+        Eager {
+            op,
+            rx_idx: 0,
+            tag,
+            data,
+            len,
+        },
+        cells,
+    ))
+}
+
+#[inline(always)]
 fn read_u64(b: &[u8], off: usize) -> Result<u64> {
     let s = b.get(off..off + 8).ok_or(Error::Io)?;
     let mut w = [0u8; 8];

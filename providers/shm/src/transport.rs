@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Eager, Header, Op, HDR_ACK};
-use fabric::{Error, Payload, Result, Transport};
+use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
@@ -656,8 +656,15 @@ impl Transport for ShmEp {
     fn poll<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(
         &self,
         rx: &mut ShmRx,
-        mut f: F,
+        f: F,
     ) -> usize {
+        self.poll_into(rx, f)
+    }
+
+    /// Compact packets (messages that need no response) go to [`Sink::eager`]
+    /// straight from their control word and tag: no [`Header`] is built.
+    #[inline]
+    fn poll_into<K: Sink<ShmPull>>(&self, rx: &mut ShmRx, mut f: K) -> usize {
         let sh = &*self.shared;
         let r = &sh.region;
         let active = r.active();
@@ -679,6 +686,26 @@ impl Transport for ShmEp {
                 }
                 let to_end = cells - (ch.head & (cells - 1));
                 let avail = r.bytes(off, to_end as usize * CELL);
+                let kind = cell::kind(w);
+                if kind == cell::COMPACT || kind == cell::COMPACT_DATA {
+                    // The lane of small messages.
+                    let Ok((m, k)) = cell::eager(w, avail) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    let o = cell::compact_prefix(m.data.is_some());
+                    let Some(payload) = avail.get(o..o + m.len) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    if !f.eager(&m, &ch.src, payload) {
+                        stop = true;
+                        break;
+                    }
+                    ch.head += k as u64;
+                    n += 1;
+                    continue;
+                }
                 match cell::parse(w, avail, sh.tuning.inline_max) {
                     Ok(Parsed::Skip) => {
                         ch.head += to_end;
@@ -692,7 +719,7 @@ impl Transport for ShmEp {
                         if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
-                        if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
+                        if !f.packet(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
                             stop = true;
                             break;
                         }
@@ -713,7 +740,7 @@ impl Transport for ShmEp {
                         }
                         let consumed = match ShmPull::new(peer.clone(), &desc) {
                             Ok(pull) => {
-                                let c = f(&hdr, &ch.src, Payload::Remote(&pull));
+                                let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
                                 if c {
                                     pull.finish();
                                 }
@@ -722,7 +749,7 @@ impl Transport for ShmEp {
                             // Bad descriptor: hand on an empty payload of the wrong
                             // length so the core answers the request with an error.
                             Err(_) => {
-                                let c = f(&hdr, &ch.src, Payload::Inline(&[]));
+                                let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
                                 if c && desc.mode != cell::Desc::RNDV {
                                     // The slot is of no use to anyone: back to the sender.
                                     peer.region
@@ -881,7 +908,7 @@ impl ShmRx {
     /// Frees drained channels of senders that left, and fails requests pending on
     /// peers that died.
     #[cold]
-    fn housekeeping<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(&mut self, f: &mut F) {
+    fn housekeeping<K: Sink<ShmPull>>(&mut self, f: &mut K) {
         let now = Instant::now();
         if now.duration_since(self.last_check) < LIVENESS_PERIOD {
             return;
@@ -933,7 +960,7 @@ impl ShmRx {
                 ..Header::default()
             };
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
-            f(&hdr, &src, Payload::Inline(&[]));
+            f.packet(&hdr, &src, Payload::Inline(&[]));
         }
     }
 }
