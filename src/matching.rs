@@ -481,19 +481,34 @@ impl<T> Queue<T> {
     /// drops it: [`Self::discard`] without the handle checks.
     #[inline]
     fn take_linked(&mut self, idx: u32) {
-        let Some(n) = self.slab.node(idx) else {
-            return;
-        };
-        let bucket = n.bucket;
         if self.ordered {
             unlink(&mut self.slab, &mut self.all, idx, Which::All);
         }
-        match self.buckets.get_mut(bucket as usize) {
-            Some(b) => unlink(&mut self.slab, b, idx, Which::Queue),
-            None => unlink(&mut self.slab, &mut self.wild, idx, Which::Queue),
+        let slab = &mut self.slab;
+        let Some(slot) = slab.slots.get_mut(idx as usize) else {
+            return;
+        };
+        let Link { prev, next } = slot.node.queue;
+        let bucket = slot.node.bucket;
+        slot.node.queue = UNLINKED;
+        slot.val = None;
+        slot.node.all.next = slab.free;
+        // Bumping the generation is what makes every outstanding handle stale.
+        slot.gen = slot.gen.wrapping_add(1);
+        slab.free = idx;
+        slab.len -= 1;
+        let list = match self.buckets.get_mut(bucket as usize) {
+            Some(b) => b,
+            None => &mut self.wild,
+        };
+        match slab.node_mut(prev) {
+            Some(p) => p.queue.next = next,
+            None => list.head = next,
         }
-        let gen = self.slab.gen(idx);
-        self.slab.discard(idx, gen);
+        match slab.node_mut(next) {
+            Some(n) => n.queue.prev = prev,
+            None => list.tail = prev,
+        }
         self.after_remove();
     }
 

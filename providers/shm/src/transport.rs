@@ -673,11 +673,11 @@ impl Transport for ShmEp {
         }
         let mut n = 0;
         let mut stop = false;
+        let cells = r.geometry().cells as u64;
         for ch in rx.chans.iter_mut() {
             if ch.broken {
                 continue;
             }
-            let cells = r.geometry().cells as u64;
             loop {
                 let off = r.cell_off(ch.c, ch.head);
                 let w = r.cell_word(off).load(Ordering::Acquire);
