@@ -1204,6 +1204,38 @@ mod tests {
     }
 
     #[test]
+    fn deliver_lane_yields_to_older_wildcard() {
+        let mut m = M::new();
+        // Exact receives only: the lane takes the bucket's first that accepts the source.
+        m.post(5, 0, B, 1);
+        m.post(5, 0, ANY, 2);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(2));
+        assert_eq!(m.last_examined(), 2);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), None);
+        // A wildcard receive posted earlier wins over the exact one.
+        m.post(0, !0, ANY, 3);
+        m.post(5, 0, ANY, 4);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(3));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(4));
+        // One posted later does not.
+        m.post(5, 0, ANY, 5);
+        m.post(0, !0, ANY, 6);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(5));
+        assert_eq!(m.deliver(5, B, |r| (true, *r)), Some(1));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(6));
+        assert_eq!(m.posted_len(), 0);
+        m.check_invariants();
+        // Cancel and drain still go by post order without a global list.
+        for (t, v) in [(1, 10), (2, 11), (1, 12)] {
+            m.post(t, 0, ANY, v);
+        }
+        m.post(0, 3, ANY, 13);
+        assert_eq!(m.cancel_posted(|&v| v % 2 == 1), Some(11));
+        assert_eq!(m.drain_posted(), vec![10, 12, 13]);
+        m.check_invariants();
+    }
+
+    #[test]
     fn unexpected_arrival_order() {
         let mut m = M::new();
         m.push_unexpected(4, A, 0);

@@ -334,6 +334,33 @@ mod tests {
     }
 
     #[test]
+    fn eager_lane_reads_compact_cells() {
+        let w = word_compact(3, Op::Msg, true, 5);
+        let mut body = 7u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&42u64.to_le_bytes());
+        body.extend_from_slice(b"hello");
+        let p = packet(w, &body);
+        let (m, cells) = eager(w, &p).unwrap();
+        assert_eq!(
+            (m.op, m.tag, m.data, m.len, cells),
+            (Op::Msg, 7, Some(42), 5, 1)
+        );
+        let off = compact_prefix(true);
+        assert_eq!(&p[off..off + m.len], b"hello");
+        // The same packet through `parse`: the header the lane does without.
+        match parse(w, &p, 4096).unwrap() {
+            Parsed::Inline { hdr, .. } => assert_eq!(hdr, m.header()),
+            other => panic!("{other:?}"),
+        }
+        // An op compact cells never carry, or more payload than the cells given.
+        let bad_op = (w & !(0xf << 36)) | (Op::Write as u64) << 36;
+        assert!(eager(bad_op, &p).is_err());
+        let long = word_compact(3, Op::Tagged, false, 49);
+        assert!(eager(long, &p).is_err());
+        assert!(eager(w, &p[..8]).is_err());
+    }
+
+    #[test]
     fn full_and_large() {
         let hdr = Header {
             op: Op::Write as u8,
@@ -388,6 +415,10 @@ mod tests {
         /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
         #[test]
         fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok((m, cells)) = eager(w, &avail) {
+                prop_assert!(compact_prefix(m.data.is_some()) + m.len <= avail.len());
+                prop_assert!(cells * CELL <= avail.len());
+            }
             if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, &avail, 256) {
                 prop_assert!(off + len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());
