@@ -33,6 +33,11 @@ pub(crate) struct CqInner<S: Config> {
     rm_enabled: bool,
     wait_cond: CqWaitCond,
     signaled: AtomicBool,
+    /// Set (under the state lock) while the ring is full or completions wait in
+    /// `overflow`: [`Self::has_room`] reads it without taking the lock, which every
+    /// posted receive and every arriving message asks. A snapshot either way: the lock
+    /// would be released before the caller acts on the answer.
+    full: AtomicBool,
 }
 
 impl<S: Config> CqInner<S> {
@@ -52,6 +57,9 @@ impl<S: Config> CqInner<S> {
                     st.overrun = true;
                 }
             }
+            if st.ring.is_full() {
+                self.full.store(true, Ordering::Relaxed);
+            }
         });
         if let Some(w) = &self.waiter {
             w.signal();
@@ -69,10 +77,23 @@ impl<S: Config> CqInner<S> {
     /// Whether new operations may be posted against this CQ (resource management).
     #[inline]
     pub(crate) fn has_room(&self) -> bool {
-        !self.rm_enabled
-            || self
-                .state
-                .with(|st| st.overflow.is_empty() && !st.ring.is_full())
+        !self.rm_enabled || !self.full.load(Ordering::Relaxed)
+    }
+
+    /// After a read of a ring that was full: moves kept-aside completions into the
+    /// room made, and clears `full` once there is room for new work.
+    #[cold]
+    fn refill(&self, st: &mut CqState<S>) {
+        while !st.overflow.is_empty() && !st.ring.is_full() {
+            if let Some((e, s)) = st.overflow.pop_front() {
+                // Cannot fail: the ring has room.
+                let _ = st.ring.push(e, s);
+            }
+        }
+        self.full.store(
+            !st.overflow.is_empty() || st.ring.is_full(),
+            Ordering::Relaxed,
+        );
     }
 
     fn pending(&self) -> usize {
@@ -90,11 +111,8 @@ impl<S: Config> CqInner<S> {
                 None => st.ring.read(out),
                 Some(src) => st.ring.read_from(out, src),
             };
-            while !st.overflow.is_empty() && !st.ring.is_full() {
-                if let Some((e, s)) = st.overflow.pop_front() {
-                    // Cannot fail: the ring has room.
-                    let _ = st.ring.push(e, s);
-                }
+            if self.full.load(Ordering::Relaxed) {
+                self.refill(st);
             }
             r
         })
@@ -131,6 +149,7 @@ impl<S: Config> Cq<S> {
                 rm_enabled,
                 wait_cond: attr.wait_cond,
                 signaled: AtomicBool::new(false),
+                full: AtomicBool::new(false),
             }),
         })
     }

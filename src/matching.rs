@@ -16,10 +16,11 @@
 //! doubly-linked lists by index, so removal from anywhere is O(1) and steady-state
 //! operation allocates nothing. Each entry sits on two lists:
 //!
-//! * **posted receives**: the global post-order list (for cancel and drain) and either the
-//!   per-tag bucket of exact receives (`ignore == 0`) or the wildcard list (`ignore != 0`).
-//!   Matching looks at the head of one bucket and the wildcard list, and picks the older by
-//!   a global post sequence number.
+//! * **posted receives**: either the per-tag bucket of exact receives (`ignore == 0`) or
+//!   the wildcard list (`ignore != 0`). Matching looks at the head of one bucket and the
+//!   wildcard list, and picks the older by a global post sequence number. No global list:
+//!   cancel and drain (rare, and linear anyway) order the slab by that number instead,
+//!   which keeps a post and a match to one list operation each.
 //! * **unexpected messages**: the global arrival-order list (for wildcard receives) and
 //!   the per-tag bucket (for exact receives).
 //!
@@ -121,7 +122,7 @@ impl<T> Slab<T> {
     ///
     /// Panics only if more than `u32::MAX - 1` entries are live at once (a capacity
     /// overflow, like `Vec`'s).
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, node: Node, v: T) -> (u32, u32) {
         let idx = self.free;
         if let Some(slot) = self.slots.get_mut(idx as usize) {
@@ -325,6 +326,10 @@ fn unlink<T>(slab: &mut Slab<T>, list: &mut List, idx: u32, w: Which) {
 
 struct Queue<T> {
     slab: Slab<T>,
+    /// Whether entries are also threaded on `all` (arrival order, which wildcard
+    /// receives scan among unexpected messages). Posted receives are not: their order
+    /// is their `seq`.
+    ordered: bool,
     all: List,
     /// Exact entries (ignore == 0) by tag: `index` maps a tag to its position here, and
     /// each node remembers its bucket's position, so removal needs no hash lookup.
@@ -345,9 +350,10 @@ struct Queue<T> {
 }
 
 impl<T> Queue<T> {
-    fn with_capacity(cap: usize) -> Self {
+    fn with_capacity(cap: usize, ordered: bool) -> Self {
         Self {
             slab: Slab::with_capacity(cap),
+            ordered,
             all: List::default(),
             buckets: Vec::with_capacity(cap),
             index: FxHashMap::with_capacity_and_hasher(cap, Default::default()),
@@ -423,7 +429,8 @@ impl<T> Queue<T> {
         self.last = (0, NIL);
     }
 
-    #[inline]
+    // Always inlined: the value is then built in its slot, not copied there.
+    #[inline(always)]
     fn insert(&mut self, tag: u64, ignore: u64, src: FiAddr, val: T) -> (u32, u32) {
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
@@ -444,7 +451,9 @@ impl<T> Queue<T> {
             },
             val,
         );
-        push_back(&mut self.slab, &mut self.all, idx, Which::All);
+        if self.ordered {
+            push_back(&mut self.slab, &mut self.all, idx, Which::All);
+        }
         match self.buckets.get_mut(bucket as usize) {
             Some(b) => push_back(&mut self.slab, b, idx, Which::Queue),
             None => push_back(&mut self.slab, &mut self.wild, idx, Which::Queue),
@@ -458,12 +467,69 @@ impl<T> Queue<T> {
         let Some(bucket) = self.slab.live(idx, gen).map(|s| s.node.bucket) else {
             return false;
         };
-        unlink(&mut self.slab, &mut self.all, idx, Which::All);
+        if self.ordered {
+            unlink(&mut self.slab, &mut self.all, idx, Which::All);
+        }
         match self.buckets.get_mut(bucket as usize) {
             Some(b) => unlink(&mut self.slab, b, idx, Which::Queue),
             None => unlink(&mut self.slab, &mut self.wild, idx, Which::Queue),
         }
         true
+    }
+
+    /// Takes the live, linked entry `idx` (just found on its lists) off its lists and
+    /// drops it: [`Self::discard`] without the handle checks.
+    #[inline]
+    fn take_linked(&mut self, idx: u32) {
+        if self.ordered {
+            unlink(&mut self.slab, &mut self.all, idx, Which::All);
+        }
+        let slab = &mut self.slab;
+        let Some(slot) = slab.slots.get_mut(idx as usize) else {
+            return;
+        };
+        let Link { prev, next } = slot.node.queue;
+        let bucket = slot.node.bucket;
+        slot.node.queue = UNLINKED;
+        slot.val = None;
+        slot.node.all.next = slab.free;
+        // Bumping the generation is what makes every outstanding handle stale.
+        slot.gen = slot.gen.wrapping_add(1);
+        slab.free = idx;
+        slab.len -= 1;
+        let list = match self.buckets.get_mut(bucket as usize) {
+            Some(b) => b,
+            None => &mut self.wild,
+        };
+        match slab.node_mut(prev) {
+            Some(p) => p.queue.next = next,
+            None => list.head = next,
+        }
+        match slab.node_mut(next) {
+            Some(n) => n.queue.prev = prev,
+            None => list.tail = prev,
+        }
+        self.after_remove();
+    }
+
+    /// Live entries in insertion order: the `all` list, or the slab sorted by `seq`.
+    fn in_order(&self) -> Vec<u32> {
+        if self.ordered {
+            let mut out = Vec::with_capacity(self.len());
+            let mut cur = self.all.head;
+            while let Some(n) = self.slab.node(cur) {
+                out.push(cur);
+                cur = n.all.next;
+            }
+            return out;
+        }
+        let mut live: Vec<(u64, u32)> = (0..self.slab.slots.len())
+            .filter(|&i| self.slab.slots[i].val.is_some())
+            .map(|i| (self.slab.slots[i].node.seq, i as u32))
+            .collect();
+        // Sequence numbers are unique; wrapping would take 2^64 posts.
+        live.sort_unstable();
+        live.into_iter().map(|(_, i)| i).collect()
     }
 
     /// After a removal: an empty bucket is kept for the next message with the same tag
@@ -521,14 +587,12 @@ impl<T> Queue<T> {
 
     /// Removes every entry in global order.
     fn drain(&mut self) -> Vec<T> {
-        let mut out = Vec::with_capacity(self.len());
-        while self.all.head != NIL {
-            let idx = self.all.head;
+        let order = self.in_order();
+        let mut out = Vec::with_capacity(order.len());
+        for idx in order {
             let gen = self.slab.gen(idx);
-            match self.remove(idx, gen) {
-                Some(v) => out.push(v),
-                // Unreachable while the list invariants hold; bail out rather than spin.
-                None => break,
+            if let Some(v) = self.remove(idx, gen) {
+                out.push(v);
             }
         }
         out
@@ -579,8 +643,8 @@ impl<R, U> Matcher<R, U> {
     /// it allocates.
     pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
         Self {
-            posted: Queue::with_capacity(posted),
-            unexpected: Queue::with_capacity(unexpected),
+            posted: Queue::with_capacity(posted, false),
+            unexpected: Queue::with_capacity(unexpected, true),
             #[cfg(test)]
             last_examined: 0,
         }
@@ -622,15 +686,34 @@ impl<R, U> Matcher<R, U> {
         src: FiAddr,
         f: impl FnOnce(&mut R) -> (bool, X),
     ) -> Option<X> {
-        let (found, _steps) = self.find_posted(tag, src);
+        let q = &mut self.posted;
+        // The lane: with no wildcard receive posted, the oldest receive that accepts
+        // the message is the first in its tag's bucket that accepts its source (usually
+        // the head); no sequence numbers to compare.
+        let (idx, _steps) = if q.wild.head == NIL {
+            let mut steps = 0;
+            let b = q.find_bucket(tag)?;
+            let mut cur = q.buckets.get(b as usize)?.head;
+            loop {
+                let n = q.slab.node(cur)?;
+                steps += 1;
+                if src_accepts(n.src, src) {
+                    break (cur, steps);
+                }
+                cur = n.queue.next;
+            }
+        } else {
+            let (found, steps) = self.find_posted(tag, src);
+            (found?.idx, steps)
+        };
         #[cfg(test)]
         {
             self.last_examined = _steps;
         }
-        let id = found?;
-        let (done, x) = f(self.posted.slab.get_mut(id.idx, id.gen)?);
+        let q = &mut self.posted;
+        let (done, x) = f(q.slab.slots.get_mut(idx as usize)?.val.as_mut()?);
         if done {
-            self.posted.discard(id.idx, id.gen);
+            q.take_linked(idx);
         }
         Some(x)
     }
@@ -697,16 +780,16 @@ impl<R, U> Matcher<R, U> {
     /// Removes the oldest posted receive for which `pred` is true (used by
     /// cancel-by-context). Linear in the number of posted receives.
     pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
-        let slab = &self.posted.slab;
-        let mut cur = self.posted.all.head;
-        while let Some(slot) = slab.slots.get(cur as usize) {
-            if slot.val.as_ref().is_some_and(&mut pred) {
-                let gen = slot.gen;
-                return self.posted.remove(cur, gen);
-            }
-            cur = slot.node.all.next;
-        }
-        None
+        let q = &self.posted;
+        let (idx, gen) = q
+            .slab
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.val.as_ref().is_some_and(&mut pred))
+            .min_by_key(|(_, s)| s.node.seq)
+            .map(|(i, s)| (i as u32, s.gen))?;
+        self.posted.remove(idx, gen)
     }
 
     /// Number of posted receives.
@@ -860,7 +943,12 @@ impl<R, U> Matcher<R, U> {
             out
         }
         fn check<T>(q: &Queue<T>) {
-            let all = walk(q, q.all, Which::All);
+            let all = if q.ordered {
+                walk(q, q.all, Which::All)
+            } else {
+                assert_eq!(q.all.head, NIL, "unordered queue keeps no global list");
+                q.in_order()
+            };
             assert_eq!(all.len(), q.len());
             let seqs: Vec<u64> = all.iter().map(|&i| q.slab.node(i).unwrap().seq).collect();
             assert!(seqs.windows(2).all(|w| w[0] < w[1]), "global order");
@@ -1112,6 +1200,38 @@ mod tests {
         assert_eq!(m.deliver(5, A, |r| (true, *r)), None);
         assert_eq!(m.deliver(9, B, |r| (true, *r)), Some(7));
         assert_eq!(m.posted_len(), 0);
+        m.check_invariants();
+    }
+
+    #[test]
+    fn deliver_lane_yields_to_older_wildcard() {
+        let mut m = M::new();
+        // Exact receives only: the lane takes the bucket's first that accepts the source.
+        m.post(5, 0, B, 1);
+        m.post(5, 0, ANY, 2);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(2));
+        assert_eq!(m.last_examined(), 2);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), None);
+        // A wildcard receive posted earlier wins over the exact one.
+        m.post(0, !0, ANY, 3);
+        m.post(5, 0, ANY, 4);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(3));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(4));
+        // One posted later does not.
+        m.post(5, 0, ANY, 5);
+        m.post(0, !0, ANY, 6);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(5));
+        assert_eq!(m.deliver(5, B, |r| (true, *r)), Some(1));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(6));
+        assert_eq!(m.posted_len(), 0);
+        m.check_invariants();
+        // Cancel and drain still go by post order without a global list.
+        for (t, v) in [(1, 10), (2, 11), (1, 12)] {
+            m.post(t, 0, ANY, v);
+        }
+        m.post(0, 3, ANY, 13);
+        assert_eq!(m.cancel_posted(|&v| v % 2 == 1), Some(11));
+        assert_eq!(m.drain_posted(), vec![10, 12, 13]);
         m.check_invariants();
     }
 

@@ -92,7 +92,7 @@ impl RawIov {
     /// # Safety
     /// Every recorded buffer must still be valid for writes and not aliased by any live
     /// Rust reference: the contract of the posting call that recorded it.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn fill(&self, src: &[&[u8]]) -> usize {
         if let ([s], 1) = (src, self.n) {
             // The common case: one buffer, one source.
@@ -102,6 +102,16 @@ impl RawIov {
             unsafe { copy_bytes(s.as_ptr(), p as *mut u8, n) };
             return n;
         }
+        // SAFETY: forwarded contract.
+        unsafe { self.fill_many(src) }
+    }
+
+    /// The general case of [`RawIov::fill`]: several buffers or sources.
+    ///
+    /// # Safety
+    /// As [`RawIov::fill`].
+    #[inline(never)]
+    unsafe fn fill_many(&self, src: &[&[u8]]) -> usize {
         let mut copied = 0;
         let mut di = 0;
         let mut doff = 0;

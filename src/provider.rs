@@ -146,6 +146,15 @@ pub trait Transport: Send + Sync + 'static {
         rx: &mut Self::Receiver,
         f: F,
     ) -> usize;
+    /// [`poll`](Self::poll) into a [`Sink`], which is what the core calls. The default
+    /// hands every packet to [`Sink::packet`]. A transport with a short wire form for
+    /// messages that need no response (see [`send_eager`](Self::send_eager)) overrides
+    /// it and hands those to [`Sink::eager`], without building a [`Header`]: the core
+    /// then matches, copies and completes them on a lane of its own.
+    #[inline]
+    fn poll_into<K: Sink<Self::Pull>>(&self, rx: &mut Self::Receiver, mut sink: K) -> usize {
+        self.poll(rx, |hdr, src, payload| sink.packet(hdr, src, payload))
+    }
     /// Whether the sender holds packets it could not hand over yet (responses refused
     /// by a full peer queue, which must never be dropped). Checked on every progress
     /// call, so it should be one load; the default (none ever) compiles away.
@@ -233,6 +242,33 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
+}
+
+/// Where [`Transport::poll_into`] hands received packets: a packet with its header, or
+/// a message that travelled in a short form ([`Eager`]).
+///
+/// Every `FnMut(&Header, &[u8], Payload<'_, R>) -> bool` closure is a sink whose
+/// [`eager`](Sink::eager) builds the header, so [`Transport::poll`] can be written as
+/// `poll_into` of its closure.
+pub trait Sink<R> {
+    /// A packet, with the source address and the payload: as the closure of
+    /// [`Transport::poll`], `false` leaves it unconsumed.
+    fn packet(&mut self, hdr: &Header, src: &[u8], payload: Payload<'_, R>) -> bool;
+    /// A message that needs no response (no acknowledgement asked), described by `m`,
+    /// with its `m.len` payload bytes in the packet. Means exactly
+    /// `packet(&m.header(), src, Payload::Inline(payload))`, which is what the default
+    /// does.
+    #[inline]
+    fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
+        self.packet(&m.header(), src, Payload::Inline(payload))
+    }
+}
+
+impl<R, F: FnMut(&Header, &[u8], Payload<'_, R>) -> bool> Sink<R> for F {
+    #[inline(always)]
+    fn packet(&mut self, hdr: &Header, src: &[u8], payload: Payload<'_, R>) -> bool {
+        self(hdr, src, payload)
+    }
 }
 
 /// What an operation offered to [`Transport::direct`] does to target memory.

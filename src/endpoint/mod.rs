@@ -29,10 +29,10 @@ use crate::error::{Error, Result};
 use crate::flags::{BindFlags, Caps, CqFlags, OpFlags};
 use crate::info::Info;
 use crate::lock::Lock;
-use crate::provider::{Provider, Transport};
+use crate::provider::{Payload, Provider, Sink, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::Context;
-use crate::wire::{Header, Op};
+use crate::wire::{Eager, Header, Op};
 
 pub use data::{AtomicMsg, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut};
 pub use owned::RmaIov;
@@ -121,28 +121,8 @@ impl<S: Config> EpInner<S> {
         if self.transport.backlog() {
             self.sender.with(|tx| self.transport.flush(tx));
         }
-        self.receiver.with(|rx| {
-            self.transport
-                .poll(rx, |hdr, src, payload| match Op::from_raw(hdr.op) {
-                    Some(Op::Msg | Op::Tagged) => self.on_message(hdr, src, payload),
-                    Some(Op::Write) => self.on_write(hdr, src, payload),
-                    Some(Op::ReadReq) => {
-                        self.on_read(hdr, src);
-                        true
-                    }
-                    Some(Op::Atomic) => {
-                        self.on_atomic(hdr, src, payload);
-                        true
-                    }
-                    Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
-                        self.on_response(hdr, payload);
-                        true
-                    }
-                    // Garbage from a peer is dropped, never trusted (a remote payload
-                    // is released unread).
-                    None => true,
-                })
-        })
+        self.receiver
+            .with(|rx| self.transport.poll_into(rx, Dispatch(self)))
     }
 
     fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags, txs: &[usize], rxs: &[usize]) -> Result<()> {
@@ -355,6 +335,45 @@ impl<S: Config> EpInner<S> {
                 }
             });
         }
+    }
+}
+
+/// Hands every polled packet to the endpoint's handler for its op.
+struct Dispatch<'a, S: Config>(&'a EpInner<S>);
+
+impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, S> {
+    #[inline(always)]
+    fn packet(
+        &mut self,
+        hdr: &Header,
+        src: &[u8],
+        payload: Payload<'_, <TransportOf<S> as Transport>::Pull>,
+    ) -> bool {
+        let ep = self.0;
+        match Op::from_raw(hdr.op) {
+            Some(Op::Msg | Op::Tagged) => ep.on_message(hdr, src, payload),
+            Some(Op::Write) => ep.on_write(hdr, src, payload),
+            Some(Op::ReadReq) => {
+                ep.on_read(hdr, src);
+                true
+            }
+            Some(Op::Atomic) => {
+                ep.on_atomic(hdr, src, payload);
+                true
+            }
+            Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
+                ep.on_response(hdr, payload);
+                true
+            }
+            // Garbage from a peer is dropped, never trusted (a remote payload is
+            // released unread).
+            None => true,
+        }
+    }
+
+    #[inline(always)]
+    fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
+        self.0.on_eager(m, src, payload)
     }
 }
 

@@ -13,10 +13,10 @@ use crate::matching::Matcher;
 use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::FiAddr;
-use crate::wire::{Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
+use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 
 use super::owned::RxReq;
-use super::state::{Bindings, PostedRecv, RxState, Unexp};
+use super::state::{Bindings, PostedRecv, RxCtx, RxState, Unexp};
 use super::EpInner;
 
 /// Most unexpected messages buffered per receive context before arrivals are held back
@@ -110,74 +110,13 @@ impl<S: Config> EpInner<S> {
         src_name: &[u8],
         payload: Payload<'_, R>,
     ) -> bool {
-        let tagged = hdr.op == Op::Tagged as u8;
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
             self.reply_ack(hdr, src_name, Error::NoRx.code() as u32);
             return true;
         };
+        let tagged = hdr.op == Op::Tagged as u8;
         let data = (hdr.flags & HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data);
-        // `None`: held back; `Some(failed)`: consumed, and whether the payload was lost.
-        let outcome = rx.state.with(|st| {
-            if let Some(cq) = &st.bind.cq {
-                if !cq.has_room() {
-                    return None;
-                }
-            }
-            let src = if st.caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV) {
-                st.av
-                    .as_ref()
-                    .map_or(FiAddr::NOTAVAIL, |av| av.reverse(src_name))
-            } else {
-                FiAddr::NOTAVAIL
-            };
-            let RxState {
-                bind,
-                cntr_recv,
-                tagged: tq,
-                msg,
-                min_multi_recv,
-                pool,
-                ..
-            } = st;
-            let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
-            let tag = if tagged { hdr.tag } else { 0 };
-            let delivered = m.deliver(tag, src, |p| {
-                complete_recv(
-                    bind,
-                    cntr_recv,
-                    p,
-                    payload,
-                    hdr.tag,
-                    data,
-                    src,
-                    tagged,
-                    *min_multi_recv,
-                )
-            });
-            let failed;
-            if let Some(f) = delivered {
-                failed = f;
-            } else {
-                if m.unexpected_len() >= MAX_UNEXPECTED {
-                    return None;
-                }
-                let mut buf = pool.pop().unwrap_or_default();
-                failed = !stash(&mut buf, payload, S::Provider::MAX_MSG_SIZE);
-                m.push_unexpected(
-                    tag,
-                    src,
-                    Unexp {
-                        buf,
-                        data,
-                        tag: hdr.tag,
-                        src,
-                        failed,
-                    },
-                );
-            }
-            Some(failed)
-        });
-        let Some(failed) = outcome else {
+        let Some(failed) = deliver_msg(rx, tagged, hdr.tag, data, src_name, payload) else {
             return false;
         };
         if hdr.flags & HDR_ACK != 0 {
@@ -185,6 +124,20 @@ impl<S: Config> EpInner<S> {
             self.reply_ack(hdr, src_name, status);
         }
         true
+    }
+
+    /// The lane of a message that needs no response, as a transport hands it over in
+    /// short form ([`Sink::eager`](crate::provider::Sink::eager)): [`Self::on_message`]
+    /// of `m.header()` without building it, and with nothing to acknowledge.
+    #[inline]
+    pub(crate) fn on_eager(&self, m: &Eager, src_name: &[u8], payload: &[u8]) -> bool {
+        let Some(rx) = self.rx.get(m.rx_idx as usize) else {
+            // No such context, and the sender asked for no answer: dropped, as
+            // `on_message` does with a message that asked for no acknowledgement.
+            return true;
+        };
+        let payload = Payload::<NoPull>::Inline(payload);
+        deliver_msg(rx, m.op == Op::Tagged, m.tag, m.data, src_name, payload).is_some()
     }
 
     /// Sends an `Ack` with `status` for request `hdr` back to its initiator.
@@ -220,6 +173,79 @@ impl<S: Config> EpInner<S> {
                 .reply(tx, src_name, &hdr, payload, S::Provider::resolve)
         });
     }
+}
+
+/// Matches an arriving message on receive context `rx` and delivers it: into the
+/// oldest posted receive that accepts it, else onto the unexpected queue. `None`:
+/// held back (the CQ or the unexpected queue is full); `Some(failed)`: consumed, and
+/// whether the payload was lost.
+#[inline(always)]
+fn deliver_msg<S: Config, R: Pull>(
+    rx: &RxCtx<S>,
+    tagged: bool,
+    tag: u64,
+    data: Option<u64>,
+    src_name: &[u8],
+    payload: Payload<'_, R>,
+) -> Option<bool> {
+    rx.state.with(|st| {
+        if let Some(cq) = &st.bind.cq {
+            if !cq.has_room() {
+                return None;
+            }
+        }
+        let src = if st.caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV) {
+            st.av
+                .as_ref()
+                .map_or(FiAddr::NOTAVAIL, |av| av.reverse(src_name))
+        } else {
+            FiAddr::NOTAVAIL
+        };
+        let RxState {
+            bind,
+            cntr_recv,
+            tagged: tq,
+            msg,
+            min_multi_recv,
+            pool,
+            ..
+        } = st;
+        let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
+        let mtag = if tagged { tag } else { 0 };
+        let delivered = m.deliver(mtag, src, |p| {
+            complete_recv(
+                bind,
+                cntr_recv,
+                p,
+                payload,
+                tag,
+                data,
+                src,
+                tagged,
+                *min_multi_recv,
+            )
+        });
+        if let Some(failed) = delivered {
+            return Some(failed);
+        }
+        if m.unexpected_len() >= MAX_UNEXPECTED {
+            return None;
+        }
+        let mut buf = pool.pop().unwrap_or_default();
+        let failed = !stash(&mut buf, payload, S::Provider::MAX_MSG_SIZE);
+        m.push_unexpected(
+            mtag,
+            src,
+            Unexp {
+                buf,
+                data,
+                tag,
+                src,
+                failed,
+            },
+        );
+        Some(failed)
+    })
 }
 
 /// Copies an unexpected message's payload into `buf` (a pooled buffer, so no
@@ -321,8 +347,6 @@ fn complete_recv<S: Config, R: Pull>(
     // SAFETY: `dst` comes from a receive posted through an `unsafe` call whose contract
     // keeps the buffers valid and unaliased until the receive completes.
     let (n, copied) = unsafe { dst.fill_payload(payload) };
-    p.consumed += n;
-    let failed = copied.is_err();
     let len = payload.len();
     let mut flags = CqFlags::RECV
         | if tagged {
@@ -333,6 +357,53 @@ fn complete_recv<S: Config, R: Pull>(
     if data.is_some() {
         flags |= CqFlags::REMOTE_CQ_DATA;
     }
+    if !p.multi && n == len && copied.is_ok() {
+        // The lane: a single-shot receive that took the whole message.
+        if let Some(c) = cntr {
+            c.inc();
+        }
+        if p.want {
+            if let Some(cq) = &bind.cq {
+                cq.complete(&Completion {
+                    context: p.ctx,
+                    flags,
+                    len: n,
+                    buf: dst.base(),
+                    data: data.unwrap_or(0),
+                    tag,
+                    src,
+                });
+            }
+        }
+        return (true, false);
+    }
+    let base = dst.base();
+    finish_recv(
+        bind, cntr, p, base, n, copied, len, flags, tag, data, src, min_multi,
+    )
+}
+
+/// The rest of [`complete_recv`] once `n` of the `len` payload bytes were copied to
+/// `base` (`copied` says whether the copy failed): multi-receive buffers, truncation
+/// and lost payloads.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn finish_recv<S: Config>(
+    bind: &Bindings<S>,
+    cntr: &Option<Arc<CntrInner<S>>>,
+    p: &mut PostedRecv,
+    base: usize,
+    n: usize,
+    copied: Result<()>,
+    len: usize,
+    mut flags: CqFlags,
+    tag: u64,
+    data: Option<u64>,
+    src: FiAddr,
+    min_multi: usize,
+) -> (bool, bool) {
+    p.consumed += n;
+    let failed = copied.is_err();
     let truncated = n < len;
     let finished = truncated || !p.multi || p.iov.len() - p.consumed < min_multi;
     if finished && p.multi {
@@ -342,7 +413,7 @@ fn complete_recv<S: Config, R: Pull>(
         context: p.ctx,
         flags,
         len: n,
-        buf: dst.base(),
+        buf: base,
         data: data.unwrap_or(0),
         tag,
         src,

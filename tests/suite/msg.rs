@@ -783,6 +783,100 @@ fn truncation<A: Api>() {
     assert_eq!(b.cq.read_err(), Err(Error::Again));
 }
 
+/// Small injects (the receive lane of a provider with a short wire form: shm's compact
+/// cells) that find a posted receive too short: `FI_ETRUNC` with the overflow length,
+/// the tag and the remote CQ data; then whole ones, tagged and untagged.
+fn lane_truncation_and_data<A: Api>() {
+    let mut short = [0u8; 3];
+    let mut whole = [0u8; 8];
+    let mut untagged = [0u8; 8];
+    let (a, b, b_at_a, _) = pair::<A>();
+    // SAFETY: buffers outlive the receives, which complete below.
+    unsafe {
+        b.ep.trecv(&mut short, ANY, 9, 0, Context(1)).unwrap();
+        b.ep.trecv(&mut whole, ANY, 9, 0, Context(2)).unwrap();
+        b.ep.recv(&mut untagged, ANY, Context(3)).unwrap();
+    }
+    a.ep.tinjectdata(b"abcdefgh", 99, b_at_a, 9).unwrap();
+    let e = wait_err(&b.cq, &[&a.domain]);
+    assert_eq!(
+        (e.context, e.err, e.len, e.olen, e.tag, e.data),
+        (Context(1), Error::Trunc, 3, 5, 9, 99)
+    );
+    assert!(e.flags.contains(CqFlags::RECV | CqFlags::TAGGED | CqFlags::REMOTE_CQ_DATA));
+    assert_eq!(&short, b"abc");
+    a.ep.tinject(b"12345678", b_at_a, 9).unwrap();
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    check_entry(
+        &e,
+        Context(2),
+        CqFlags::RECV | CqFlags::TAGGED,
+        Some(8),
+        Some(9),
+        None,
+    );
+    if let Some(f) = e.flags() {
+        assert!(!f.contains(CqFlags::REMOTE_CQ_DATA), "{f:?}");
+    }
+    assert_eq!(&whole, b"12345678");
+    a.ep.injectdata(b"xyz", 7, b_at_a).unwrap();
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    let want = CqFlags::RECV | CqFlags::MSG | CqFlags::REMOTE_CQ_DATA;
+    check_entry(&e, Context(3), want, Some(3), None, Some(7));
+    assert_eq!(&untagged[..3], b"xyz");
+    assert_eq!(b.cntr_rx.read_err(), 1);
+    assert_eq!(b.cntr_rx.read(), 2);
+    assert_cq_empty(&b.cq, &[&a.domain]);
+}
+
+/// A wildcard receive posted before exact ones takes the first message although the
+/// exact receive has the message's tag: the exact-tag lane is skipped while a wildcard
+/// receive is posted, and resumes once it is gone.
+fn lane_skipped_for_older_wildcard<A: Api>() {
+    let mut wild = [0u8; 8];
+    let mut exact = [0u8; 8];
+    let mut later = [0u8; 8];
+    let (a, b, b_at_a, _) = pair::<A>();
+    // SAFETY: buffers outlive the receives, which complete below.
+    unsafe {
+        b.ep.trecv(&mut wild, ANY, 0x500, 0xff, Context(1)).unwrap();
+        b.ep.trecv(&mut exact, ANY, 0x505, 0, Context(2)).unwrap();
+    }
+    a.ep.tinject(b"first", b_at_a, 0x505).unwrap();
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    check_entry(
+        &e,
+        Context(1),
+        CqFlags::RECV | CqFlags::TAGGED,
+        Some(5),
+        Some(0x505),
+        None,
+    );
+    a.ep.tinject(b"second", b_at_a, 0x505).unwrap();
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    check_entry(
+        &e,
+        Context(2),
+        CqFlags::RECV | CqFlags::TAGGED,
+        Some(6),
+        Some(0x505),
+        None,
+    );
+    // An exact receive posted before a wildcard one keeps its turn.
+    // SAFETY: as above.
+    unsafe {
+        b.ep.trecv(&mut later, ANY, 0x505, 0, Context(3)).unwrap();
+        b.ep.trecv(&mut wild, ANY, 0, !0, Context(4)).unwrap();
+    }
+    a.ep.tinject(b"third", b_at_a, 0x505).unwrap();
+    a.ep.tinject(b"fourth", b_at_a, 0x505).unwrap();
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    assert_eq!(e.context(), Context(3));
+    let e = wait_ok(&b.cq, &[&a.domain]);
+    assert_eq!(e.context(), Context(4));
+    assert_eq!((&exact[..6], &later[..5], &wild[..6]), (&b"second"[..], &b"third"[..], &b"fourth"[..]));
+}
+
 fn cancel<A: Api>() {
     let mut buf = [0u8; 8];
     let mut tbuf = [0u8; 8];
@@ -1785,6 +1879,8 @@ conformance_matrix!([
     directed_recv,
     unexpected_then_expected,
     truncation,
+    lane_truncation_and_data,
+    lane_skipped_for_older_wildcard,
     cancel,
     readfrom_source,
     selective_completion,

@@ -24,7 +24,7 @@
 //! Every value comes from another process and is validated here: [`parse`] never
 //! panics and never yields a length or offset outside the cells it was given.
 
-use fabric::wire::{Header, Op, HDR_REMOTE_CQ_DATA};
+use fabric::wire::{Eager, Header, Op, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Result};
 use zerocopy::FromBytes;
 
@@ -231,14 +231,11 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
     match kind {
         SKIP => Ok(Parsed::Skip),
         COMPACT | COMPACT_DATA => {
-            let hdr = message_header(w, avail, kind == COMPACT_DATA)?;
-            let len = hdr.len as usize;
-            let off = compact_prefix(kind == COMPACT_DATA);
-            let cells = ok_len(off + len)?;
+            let (m, cells) = eager(w, avail)?;
             Ok(Parsed::Inline {
-                hdr,
-                off,
-                len,
+                hdr: m.header(),
+                off: compact_prefix(m.data.is_some()),
+                len: m.len,
                 cells,
             })
         }
@@ -246,10 +243,12 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
             if w >> 57 != 0 {
                 return Err(Error::Io);
             }
-            let hdr = message_header(w, avail, w >> 56 & 1 != 0)?;
-            let len = hdr.len as usize;
-            let cells = ok_len(STREAM_BODY + len)?;
-            Ok(Parsed::Stream { hdr, len, cells })
+            let (m, cells) = message(w, avail, w >> 56 & 1 != 0, STREAM_BODY)?;
+            Ok(Parsed::Stream {
+                hdr: m.header(),
+                len: m.len,
+                cells,
+            })
         }
         FULL => {
             let hdr = read_header(avail)?;
@@ -286,26 +285,57 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
     }
 }
 
-/// The header of a compact or stream message: op and length from the control word `w`,
-/// the tag (and with `data` the remote CQ data) from the packet's first cell.
-fn message_header(w: u64, avail: &[u8], data: bool) -> Result<Header> {
-    let op = Op::from_raw(((w >> 36) & 0xf) as u8).ok_or(Error::Io)?;
-    if !matches!(op, Op::Msg | Op::Tagged) {
-        return Err(Error::Io);
-    }
-    let mut hdr = Header {
-        op: op as u8,
-        len: (w >> 40) & 0xffff,
-        tag: read_u64(avail, WORD)?,
-        ..Header::default()
-    };
-    if data {
-        hdr.flags = HDR_REMOTE_CQ_DATA;
-        hdr.data = read_u64(avail, WORD + 8)?;
-    }
-    Ok(hdr)
+/// The kind of the packet whose control word is `w`.
+#[inline(always)]
+pub fn kind(w: u64) -> u64 {
+    (w >> 32) & 0xf
 }
 
+/// Parses a compact packet (`kind(w)` is [`COMPACT`] or [`COMPACT_DATA`]) as the
+/// message it carries and the cells it takes; its payload is
+/// `avail[compact_prefix(m.data.is_some())..][..m.len]`, within `avail`. The receive
+/// lane: no [`Header`] is built. Garbage gives `Err(Io)`.
+#[inline(always)]
+pub fn eager(w: u64, avail: &[u8]) -> Result<(Eager, usize)> {
+    let data = kind(w) == COMPACT_DATA;
+    message(w, avail, data, compact_prefix(data))
+}
+
+/// The message of a compact or stream packet: op and length from the control word `w`,
+/// the tag (and with `data` the remote CQ data) from the first cell, the payload after
+/// `prefix` bytes; and the cells it takes, all within `avail`.
+#[inline(always)]
+fn message(w: u64, avail: &[u8], data: bool, prefix: usize) -> Result<(Eager, usize)> {
+    let op = match ((w >> 36) & 0xf) as u8 {
+        x if x == Op::Tagged as u8 => Op::Tagged,
+        x if x == Op::Msg as u8 => Op::Msg,
+        _ => return Err(Error::Io),
+    };
+    let len = ((w >> 40) & 0xffff) as usize;
+    let cells = cells_for(prefix + len);
+    if cells * CELL > avail.len() {
+        return Err(Error::Io);
+    }
+    // In bounds: the packet takes at least one cell, and the prefix fits one.
+    let tag = read_u64(avail, WORD)?;
+    let data = if data {
+        Some(read_u64(avail, WORD + 8)?)
+    } else {
+        None
+    };
+    Ok((
+        Eager {
+            op,
+            rx_idx: 0,
+            tag,
+            data,
+            len,
+        },
+        cells,
+    ))
+}
+
+#[inline(always)]
 fn read_u64(b: &[u8], off: usize) -> Result<u64> {
     let s = b.get(off..off + 8).ok_or(Error::Io)?;
     let mut w = [0u8; 8];
@@ -377,6 +407,33 @@ mod tests {
     }
 
     #[test]
+    fn eager_lane_reads_compact_cells() {
+        let w = word_compact(3, Op::Msg, true, 5);
+        let mut body = 7u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&42u64.to_le_bytes());
+        body.extend_from_slice(b"hello");
+        let p = packet(w, &body);
+        let (m, cells) = eager(w, &p).unwrap();
+        assert_eq!(
+            (m.op, m.tag, m.data, m.len, cells),
+            (Op::Msg, 7, Some(42), 5, 1)
+        );
+        let off = compact_prefix(true);
+        assert_eq!(&p[off..off + m.len], b"hello");
+        // The same packet through `parse`: the header the lane does without.
+        match parse(w, &p, 4096).unwrap() {
+            Parsed::Inline { hdr, .. } => assert_eq!(hdr, m.header()),
+            other => panic!("{other:?}"),
+        }
+        // An op compact cells never carry, or more payload than the cells given.
+        let bad_op = (w & !(0xf << 36)) | (Op::Write as u64) << 36;
+        assert!(eager(bad_op, &p).is_err());
+        let long = word_compact(3, Op::Tagged, false, 49);
+        assert!(eager(long, &p).is_err());
+        assert!(eager(w, &p[..8]).is_err());
+    }
+
+    #[test]
     fn full_and_large() {
         let hdr = Header {
             op: Op::Write as u8,
@@ -431,6 +488,10 @@ mod tests {
         /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
         #[test]
         fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok((m, cells)) = eager(w, &avail) {
+                prop_assert!(compact_prefix(m.data.is_some()) + m.len <= avail.len());
+                prop_assert!(cells * CELL <= avail.len());
+            }
             if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, &avail, 256) {
                 prop_assert!(off + len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());

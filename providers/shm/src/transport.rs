@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Eager, Header, Op, HDR_ACK};
-use fabric::{Error, Payload, Result, Transport};
+use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
@@ -706,8 +706,15 @@ impl Transport for ShmEp {
     fn poll<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(
         &self,
         rx: &mut ShmRx,
-        mut f: F,
+        f: F,
     ) -> usize {
+        self.poll_into(rx, f)
+    }
+
+    /// Compact packets (messages that need no response) go to [`Sink::eager`]
+    /// straight from their control word and tag: no [`Header`] is built.
+    #[inline]
+    fn poll_into<K: Sink<ShmPull>>(&self, rx: &mut ShmRx, mut f: K) -> usize {
         let sh = &*self.shared;
         let r = &sh.region;
         let active = r.active();
@@ -717,11 +724,11 @@ impl Transport for ShmEp {
         let mut n = 0;
         let mut stop = false;
         let ring = &rx.ring;
+        let cells = r.geometry().cells as u64;
         for ch in rx.chans.iter_mut() {
             if ch.broken {
                 continue;
             }
-            let cells = r.geometry().cells as u64;
             loop {
                 let off = r.cell_off(ch.c, ch.head);
                 let w = r.cell_word(off).load(Ordering::Acquire);
@@ -730,6 +737,26 @@ impl Transport for ShmEp {
                 }
                 let to_end = cells - (ch.head & (cells - 1));
                 let avail = r.bytes(off, to_end as usize * CELL);
+                let kind = cell::kind(w);
+                if kind == cell::COMPACT || kind == cell::COMPACT_DATA {
+                    // The lane of small messages.
+                    let Ok((m, k)) = cell::eager(w, avail) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    let o = cell::compact_prefix(m.data.is_some());
+                    let Some(payload) = avail.get(o..o + m.len) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    if !f.eager(&m, &ch.src, payload) {
+                        stop = true;
+                        break;
+                    }
+                    ch.head += k as u64;
+                    n += 1;
+                    continue;
+                }
                 match cell::parse(w, avail, sh.tuning.inline_max) {
                     Ok(Parsed::Skip) => {
                         ch.head += to_end;
@@ -743,7 +770,7 @@ impl Transport for ShmEp {
                         if is_response(hdr.op) && sh.track.used() {
                             untrack(sh, &hdr);
                         }
-                        if !f(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
+                        if !f.packet(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
                             stop = true;
                             break;
                         }
@@ -752,7 +779,7 @@ impl Transport for ShmEp {
                     }
                     Ok(Parsed::Stream { hdr, len, cells: k }) => {
                         ring.point(off, len, &ch.src);
-                        if !f(&hdr, &ch.src, Payload::Remote(ring)) {
+                        if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
                             stop = true;
                             break;
                         }
@@ -773,7 +800,7 @@ impl Transport for ShmEp {
                         }
                         let consumed = match ShmPull::new(peer.clone(), &desc) {
                             Ok(pull) => {
-                                let c = f(&hdr, &ch.src, Payload::Remote(&pull));
+                                let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
                                 if c {
                                     pull.finish();
                                 }
@@ -782,7 +809,7 @@ impl Transport for ShmEp {
                             // Bad descriptor: hand on an empty payload of the wrong
                             // length so the core answers the request with an error.
                             Err(_) => {
-                                let c = f(&hdr, &ch.src, Payload::Inline(&[]));
+                                let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
                                 if c && desc.mode != cell::Desc::RNDV {
                                     // The slot is of no use to anyone: back to the sender.
                                     peer.region
@@ -956,7 +983,7 @@ impl ShmRx {
     /// Frees drained channels of senders that left, and fails requests pending on
     /// peers that died.
     #[cold]
-    fn housekeeping<F: FnMut(&Header, &[u8], Payload<'_, ShmPull>) -> bool>(&mut self, f: &mut F) {
+    fn housekeeping<K: Sink<ShmPull>>(&mut self, f: &mut K) {
         let now = Instant::now();
         if now.duration_since(self.last_check) < LIVENESS_PERIOD {
             return;
@@ -1008,7 +1035,7 @@ impl ShmRx {
                 ..Header::default()
             };
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
-            f(&hdr, &src, Payload::Inline(&[]));
+            f.packet(&hdr, &src, Payload::Inline(&[]));
         }
     }
 }
