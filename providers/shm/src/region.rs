@@ -107,6 +107,34 @@ impl Geometry {
     }
 }
 
+/// One channel's place in a region, worked out once ([`Region::chan`]) so that the
+/// receiver's per-packet accessors ([`Region::cell_at`], [`Region::head_of`]) need
+/// neither the multiplication nor the per-access bounds checks of
+/// [`Region::cell_off`] and [`Region::cell_word`].
+///
+/// The fields are private and only [`Region::chan`] builds one, from the region's
+/// geometry: `cells` is a multiple of [`CELL`] at least [`CH_CELLS`] past the
+/// channel's start, `mask + 1` cells follow it, and `end` is one past the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chan {
+    /// Offset of cell 0.
+    cells: usize,
+    /// Cells of the ring minus one (a power of two minus one).
+    mask: u64,
+    /// Offset one past the last cell.
+    end: usize,
+}
+
+/// A ready-to-read view of one cell ([`Region::cell_at`]).
+pub struct CellAt<'a> {
+    /// Byte offset of the cell in the region.
+    pub off: usize,
+    /// The cell's control word.
+    pub word: &'a AtomicU64,
+    /// The bytes from the cell to the end of the ring (at least one cell).
+    pub avail: &'a [u8],
+}
+
 /// A mapped region, ours or a peer's.
 pub struct Region {
     map: Mapping,
@@ -273,6 +301,51 @@ impl Region {
     #[inline]
     pub fn cell_word(&self, off: usize) -> &AtomicU64 {
         self.atomic(off)
+    }
+
+    /// Channel `c`'s place, for [`Self::cell_at`] and [`Self::head_of`]. Panics if
+    /// `c` is not a channel of the region (callers take `c` from its geometry).
+    pub fn chan(&self, c: usize) -> Chan {
+        assert!(c < self.geo.nchan);
+        let cells = self.geo.chan_base(c) + CH_CELLS;
+        Chan {
+            cells,
+            mask: self.geo.cells as u64 - 1,
+            end: cells + self.geo.cells * CELL,
+        }
+    }
+
+    /// The cell at ring position `pos` (masked) of channel `ch`.
+    ///
+    /// One comparison proves every access in bounds: a `ch` of this region always
+    /// passes it (the mapping covers the geometry, checked when the region was created
+    /// or opened); one of a larger region panics instead of reading outside.
+    #[inline(always)]
+    pub fn cell_at(&self, ch: &Chan, pos: u64) -> CellAt<'_> {
+        assert!(ch.end <= self.map.len());
+        let off = ch.cells + ((pos & ch.mask) as usize) * CELL;
+        // SAFETY: `Chan`'s invariant (it is built only by `Self::chan`) puts `off` on a
+        // cell boundary, a multiple of 8 since `CH_CELLS`, `CELL` and the channel base
+        // are, and `off + CELL <= ch.end <= len` (asserted above). The mapping is
+        // page-aligned and lives as long as `self`; shared words are only accessed
+        // atomically, and the bytes are read as `Mapping::bytes` reads them.
+        unsafe {
+            let p = self.map.ptr().add(off);
+            CellAt {
+                off,
+                word: &*p.cast::<AtomicU64>(),
+                avail: std::slice::from_raw_parts(p, ch.end - off),
+            }
+        }
+    }
+
+    /// The consumer position word of channel `ch` ([`Self::chan_head`] of it).
+    #[inline(always)]
+    pub fn head_of(&self, ch: &Chan) -> &AtomicU64 {
+        assert!(ch.end <= self.map.len());
+        // SAFETY: as in `cell_at`: the head word is at the channel's start,
+        // `CH_CELLS - CH_HEAD` bytes before cell 0, 8-aligned and in bounds.
+        unsafe { &*self.map.ptr().add(ch.cells - CH_CELLS + CH_HEAD).cast::<AtomicU64>() }
     }
 
     /// The release word of staging slot `s` (written by the receiver of a large payload).

@@ -27,7 +27,7 @@ use crate::cell::{self, Parsed};
 use crate::direct::{self, TxDirect};
 use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
-use crate::region::{Region, CELL, CH_CLOSING};
+use crate::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
 use crate::rndv;
 use crate::stage::{ShmPull, Stage};
 use crate::sys;
@@ -149,6 +149,8 @@ pub struct ShmTx {
 
 struct RxChan {
     c: usize,
+    /// Channel `c`'s place in our region, worked out once.
+    at: Chan,
     head: u64,
     published: u64,
     src: [u8; NAME_LEN],
@@ -724,19 +726,16 @@ impl Transport for ShmEp {
         let mut n = 0;
         let mut stop = false;
         let ring = &rx.ring;
-        let cells = r.geometry().cells as u64;
         for ch in rx.chans.iter_mut() {
             if ch.broken {
                 continue;
             }
             loop {
-                let off = r.cell_off(ch.c, ch.head);
-                let w = r.cell_word(off).load(Ordering::Acquire);
+                let CellAt { off, word, avail } = r.cell_at(&ch.at, ch.head);
+                let w = word.load(Ordering::Acquire);
                 if w as u32 != cell::stamp(ch.head) {
                     break;
                 }
-                let to_end = cells - (ch.head & (cells - 1));
-                let avail = r.bytes(off, to_end as usize * CELL);
                 let kind = cell::kind(w);
                 if kind == cell::COMPACT || kind == cell::COMPACT_DATA {
                     // The lane of small messages.
@@ -759,7 +758,7 @@ impl Transport for ShmEp {
                 }
                 match cell::parse(w, avail, sh.tuning.inline_max) {
                     Ok(Parsed::Skip) => {
-                        ch.head += to_end;
+                        ch.head += (avail.len() / CELL) as u64;
                     }
                     Ok(Parsed::Inline {
                         hdr,
@@ -833,7 +832,7 @@ impl Transport for ShmEp {
                 }
             }
             if ch.head != ch.published {
-                r.chan_head(ch.c).store(ch.head, Ordering::Release);
+                r.head_of(&ch.at).store(ch.head, Ordering::Release);
                 ch.published = ch.head;
             }
             if stop {
@@ -970,6 +969,7 @@ impl ShmRx {
                 let head = r.chan_head(c).load(Ordering::Acquire);
                 self.chans.push(RxChan {
                     c,
+                    at: r.chan(c),
                     head,
                     published: head,
                     src: r.chan_name(c),
