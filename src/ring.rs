@@ -239,6 +239,19 @@ impl<E: Copy> CqRing<E> {
         }
     }
 
+    /// [`Self::consume`] of one entry: the head steps to the next slot, or back to 0
+    /// when the ring is empty now.
+    #[inline(always)]
+    fn pop_one(&mut self) {
+        self.len -= 1;
+        let next = self.head + 1;
+        self.head = if self.len == 0 || next == self.entries.len() {
+            0
+        } else {
+            next
+        };
+    }
+
     /// `fi_cq_read`: copies up to `out.len()` of the oldest entries into `out`
     /// and returns how many.
     ///
@@ -250,15 +263,17 @@ impl<E: Copy> CqRing<E> {
     pub fn read(&mut self, out: &mut [E]) -> Result<usize> {
         let n = self.readable(out.len())?;
         if n == 1 {
-            // The common poll-one-entry case: a plain copy, not two `memcpy` calls.
+            // The common poll-one-entry case: a plain copy, not two `memcpy` calls,
+            // and the head steps by one.
             out[0] = self.entries[self.head];
-        } else {
-            let (a, b) = self.spans(n);
-            let split = a.len();
-            out[..split].copy_from_slice(&self.entries[a]);
-            if !b.is_empty() {
-                out[split..n].copy_from_slice(&self.entries[b]);
-            }
+            self.pop_one();
+            return Ok(1);
+        }
+        let (a, b) = self.spans(n);
+        let split = a.len();
+        out[..split].copy_from_slice(&self.entries[a]);
+        if !b.is_empty() {
+            out[split..n].copy_from_slice(&self.entries[b]);
         }
         self.consume(n);
         Ok(n)
@@ -273,14 +288,15 @@ impl<E: Copy> CqRing<E> {
         if n == 1 {
             out[0] = self.entries[self.head];
             src[0] = self.srcs[self.head];
-        } else {
-            let (a, b) = self.spans(n);
-            let split = a.len();
-            out[..split].copy_from_slice(&self.entries[a.clone()]);
-            out[split..n].copy_from_slice(&self.entries[b.clone()]);
-            src[..split].copy_from_slice(&self.srcs[a]);
-            src[split..n].copy_from_slice(&self.srcs[b]);
+            self.pop_one();
+            return Ok(1);
         }
+        let (a, b) = self.spans(n);
+        let split = a.len();
+        out[..split].copy_from_slice(&self.entries[a.clone()]);
+        out[split..n].copy_from_slice(&self.entries[b.clone()]);
+        src[..split].copy_from_slice(&self.srcs[a]);
+        src[split..n].copy_from_slice(&self.srcs[b]);
         self.consume(n);
         Ok(n)
     }
@@ -374,6 +390,47 @@ mod tests {
         assert_eq!(out, [ent(3), ent(4), ent(5), ent(6)]);
         assert_eq!(src, [FiAddr(103), FiAddr(104), FiAddr(105), FiAddr(106)]);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn one_at_a_time_across_the_end() {
+        // Single-entry reads step the head by one: through the last slot back to 0
+        // while entries remain, and to 0 whenever the ring empties.
+        let mut r: CqRing<Ent> = CqRing::new(3);
+        let mut out = [Ent::default(); 1];
+        let mut src = [FiAddr(0); 1];
+        let mut next_in = 0;
+        let mut next_out = 0;
+        for round in 0..10 {
+            while !r.is_full() {
+                r.push(ent(next_in), FiAddr(next_in as u64)).unwrap();
+                next_in += 1;
+            }
+            // Leave one or two behind so the head moves through every slot.
+            for _ in 0..1 + round % 2 {
+                let n = if round % 3 == 0 {
+                    r.read_from(&mut out, &mut src)
+                } else {
+                    src[0] = FiAddr(next_out as u64);
+                    r.read(&mut out)
+                };
+                assert_eq!(n, Ok(1));
+                assert_eq!((out[0], src[0]), (ent(next_out), FiAddr(next_out as u64)));
+                next_out += 1;
+            }
+        }
+        while r.read(&mut out) == Ok(1) {
+            assert_eq!(out[0], ent(next_out));
+            next_out += 1;
+        }
+        assert_eq!(next_out, next_in);
+        assert!(r.is_empty());
+        // Emptied by a single read: the next push lands in slot 0, a single copy.
+        r.push(ent(100), FiAddr(100)).unwrap();
+        r.push(ent(101), FiAddr(101)).unwrap();
+        let mut two = [Ent::default(); 2];
+        assert_eq!(r.read(&mut two), Ok(2));
+        assert_eq!(two, [ent(100), ent(101)]);
     }
 
     #[test]

@@ -301,6 +301,52 @@ pub fn eager(w: u64, avail: &[u8]) -> Result<(Eager, usize)> {
     message(w, avail, data, compact_prefix(data))
 }
 
+/// Whether a control word's kind is [`COMPACT`] or [`COMPACT_DATA`] (they differ in
+/// the low bit only): the receive lane's one test before [`compact`].
+#[inline(always)]
+pub fn is_compact(w: u64) -> bool {
+    (w >> 32) & 0xe == COMPACT
+}
+
+/// The receive lane of a compact packet (`is_compact(w)`): its message, its payload
+/// and the cells it takes, all within `avail` (the bytes from its first cell to the end
+/// of the ring, whole cells). What [`eager`] and the payload slice give, with each
+/// bound checked once. Garbage gives `Err(Io)`.
+#[inline(always)]
+pub fn compact(w: u64, avail: &[u8]) -> Result<(Eager, &[u8], usize)> {
+    let has_data = w & (1 << 32) != 0;
+    let op = match (w >> 36) & 0xf {
+        x if x == Op::Tagged as u64 => Op::Tagged,
+        x if x == Op::Msg as u64 => Op::Msg,
+        _ => return Err(Error::Io),
+    };
+    let len = ((w >> 40) & 0xffff) as usize;
+    let prefix = compact_prefix(has_data);
+    let end = prefix + len;
+    let cells = cells_for(end);
+    // Whole cells, so this also puts the payload (`..end`) and the prefix in bounds.
+    if cells * CELL > avail.len() {
+        return Err(Error::Io);
+    }
+    let (Some(first), Some(payload)) = (avail.first_chunk::<CELL>(), avail.get(prefix..end)) else {
+        return Err(Error::Io);
+    };
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&first[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    let data = has_data.then(|| word(WORD + 8));
+    let m = Eager {
+        op,
+        rx_idx: 0,
+        tag: word(WORD),
+        data,
+        len,
+    };
+    Ok((m, payload, cells))
+}
+
 /// The message of a compact or stream packet: op and length from the control word `w`,
 /// the tag (and with `data` the remote CQ data) from the first cell, the payload after
 /// `prefix` bytes; and the cells it takes, all within `avail`.
@@ -431,6 +477,12 @@ mod tests {
         let long = word_compact(3, Op::Tagged, false, 49);
         assert!(eager(long, &p).is_err());
         assert!(eager(w, &p[..8]).is_err());
+        // The lane's parser: the same message, and the payload with it.
+        assert!(is_compact(w) && is_compact(long) && !is_compact(word(3, FULL)));
+        assert_eq!(compact(w, &p).unwrap(), (m, &b"hello"[..], 1));
+        assert!(compact(bad_op, &p).is_err());
+        assert!(compact(long, &p).is_err());
+        assert!(compact(w, &p[..8]).is_err());
     }
 
     #[test]
@@ -507,6 +559,22 @@ mod tests {
                 if desc.mode == Desc::RNDV {
                     prop_assert!((desc.slot as usize) < RNDV_RECORDS);
                 }
+            }
+        }
+
+        /// The receive lane's parser agrees with `eager` and the payload slice it
+        /// describes, on any word and bytes a peer may write.
+        #[test]
+        fn compact_agrees_with_eager(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let kind = kind(w);
+            prop_assert_eq!(is_compact(w), kind == COMPACT || kind == COMPACT_DATA);
+            if is_compact(w) {
+                let lane = compact(w, &avail).ok();
+                let reference = eager(w, &avail).ok().map(|(m, cells)| {
+                    let o = compact_prefix(m.data.is_some());
+                    (m, &avail[o..o + m.len], cells)
+                });
+                prop_assert_eq!(lane, reference);
             }
         }
 

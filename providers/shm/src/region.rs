@@ -345,7 +345,13 @@ impl Region {
         assert!(ch.end <= self.map.len());
         // SAFETY: as in `cell_at`: the head word is at the channel's start,
         // `CH_CELLS - CH_HEAD` bytes before cell 0, 8-aligned and in bounds.
-        unsafe { &*self.map.ptr().add(ch.cells - CH_CELLS + CH_HEAD).cast::<AtomicU64>() }
+        unsafe {
+            &*self
+                .map
+                .ptr()
+                .add(ch.cells - CH_CELLS + CH_HEAD)
+                .cast::<AtomicU64>()
+        }
     }
 
     /// The release word of staging slot `s` (written by the receiver of a large payload).
@@ -486,6 +492,48 @@ mod tests {
         assert!(!p.closed());
         r.set_closed();
         assert!(p.closed());
+    }
+
+    #[test]
+    fn chan_views_match_the_checked_accessors() {
+        let geo = Geometry::new(3, 64).unwrap();
+        let (r, _) = Region::create(geo, 5).unwrap();
+        for c in 0..geo.nchan {
+            let ch = r.chan(c);
+            assert!(std::ptr::eq(r.head_of(&ch), r.chan_head(c)));
+            // Positions are masked: a lap later is the same cell.
+            for pos in [0u64, 1, 63, 64, 65, 1000] {
+                let at = r.cell_at(&ch, pos);
+                assert_eq!(at.off, r.cell_off(c, pos));
+                assert!(std::ptr::eq(at.word, r.cell_word(at.off)));
+                let to_end = geo.cells - (pos as usize % geo.cells);
+                assert_eq!(at.avail.len(), to_end * CELL);
+                assert_eq!(at.avail.as_ptr(), r.bytes(at.off, CELL).as_ptr());
+            }
+            at_word_roundtrip(&r, &ch);
+        }
+    }
+
+    fn at_word_roundtrip(r: &Region, ch: &Chan) {
+        r.cell_at(ch, 7).word.store(0xabcd, Ordering::Relaxed);
+        assert_eq!(r.read_u64(r.cell_at(ch, 7).off), 0xabcd);
+        assert_eq!(&r.cell_at(ch, 7).avail[..2], &[0xcd, 0xab]);
+    }
+
+    #[test]
+    #[should_panic]
+    fn chan_outside_the_geometry_panics() {
+        let (r, _) = Region::create(Geometry::new(2, 64).unwrap(), 6).unwrap();
+        let _ = r.chan(2);
+    }
+
+    #[test]
+    #[should_panic]
+    fn chan_of_a_larger_region_is_refused() {
+        let (big, _) = Region::create(Geometry::new(4, 128).unwrap(), 7).unwrap();
+        let (small, _) = Region::create(Geometry::new(1, 64).unwrap(), 8).unwrap();
+        let ch = big.chan(3);
+        let _ = small.cell_at(&ch, 0);
     }
 
     #[test]

@@ -736,15 +736,9 @@ impl Transport for ShmEp {
                 if w as u32 != cell::stamp(ch.head) {
                     break;
                 }
-                let kind = cell::kind(w);
-                if kind == cell::COMPACT || kind == cell::COMPACT_DATA {
+                if cell::is_compact(w) {
                     // The lane of small messages.
-                    let Ok((m, k)) = cell::eager(w, avail) else {
-                        ch.broken = true;
-                        break;
-                    };
-                    let o = cell::compact_prefix(m.data.is_some());
-                    let Some(payload) = avail.get(o..o + m.len) else {
+                    let Ok((m, payload, k)) = cell::compact(w, avail) else {
                         ch.broken = true;
                         break;
                     };
