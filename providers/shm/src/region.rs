@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use fabric::{Error, Result};
 
 use crate::name::{Name, NAME_LEN};
-use crate::sys::{self, Mapping};
+use crate::sys::{self, Mapping, Packet};
 
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
@@ -364,6 +364,12 @@ impl Region {
     #[inline]
     pub fn mapping(&self) -> &Mapping {
         &self.map
+    }
+
+    /// A packet of `len` bytes at cell offset `off` (see [`Mapping::packet`]).
+    #[inline]
+    pub fn packet(&self, off: usize, len: usize) -> Packet<'_> {
+        self.map.packet(off, len)
     }
 
     /// Copies `src` into the region at `off`.
