@@ -59,6 +59,10 @@ const OFF_RNDV: usize = OFF_WAKE + 64;
 const RNDV_STRIDE: usize = 64;
 const HEADER_BYTES: usize = 4096;
 static_assertions::const_assert!(OFF_RNDV + RNDV_STRIDE * RNDV_RECORDS <= HEADER_BYTES);
+// Channels and their cells start on cell boundaries (senders count offsets in cells).
+static_assertions::const_assert!(
+    HEADER_BYTES.is_multiple_of(CELL) && CH_CELLS.is_multiple_of(CELL)
+);
 
 /// Channel-relative offsets.
 const CH_HEAD: usize = 0;

@@ -133,9 +133,11 @@ struct TxChan {
     tail: u64,
     head: u64,
     cells: u64,
-    /// Byte offset of the channel's first cell in the peer's region
-    /// (`cell_off(c, 0)`): a cell's offset is this plus its masked position.
-    base: usize,
+    /// The channel's first cell, counted in cells from the start of the peer's
+    /// region (`cell_off(c, 0) / CELL`, which the layout keeps exact): kept in cells
+    /// so that a cell's offset is visibly a multiple of [`CELL`], and packets need no
+    /// alignment test.
+    first_cell: usize,
     /// Cells that requests may hold: `cells` less the reserve for responses.
     req_room: u64,
     /// Ring position up to which a request may be written without a skip marker or
@@ -150,7 +152,7 @@ impl TxChan {
     /// Byte offset of ring position `pos` ([`Region::cell_off`] of this channel).
     #[inline(always)]
     fn cell_off(&self, pos: u64) -> usize {
-        self.base + (pos & (self.cells - 1)) as usize * CELL
+        (self.first_cell + (pos & (self.cells - 1)) as usize) * CELL
     }
 }
 
@@ -332,7 +334,7 @@ impl ShmTx {
                     tail: head,
                     head,
                     cells,
-                    base: to.region.cell_off(c, 0),
+                    first_cell: to.region.cell_off(c, 0) / CELL,
                     req_room: cells - cells / RESERVE_DIV,
                     limit: 0,
                     spill: VecDeque::new(),
