@@ -197,9 +197,14 @@ macro_rules! tx_calls {
             /// `fi_send`: the buffer is copied before the call returns.
             #[inline]
             pub fn send(&self, buf: &[u8], dest: FiAddr, context: Context) -> Result<()> {
-                self.ep().post_tx(
+                self.ep().post_eager::<false, false>(
                     self.txi(),
-                    &req(Op::Msg, &[buf], dest, context),
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    None,
+                    context,
                     self.tx_flags,
                 )
             }
@@ -219,9 +224,14 @@ macro_rules! tx_calls {
             /// `fi_inject`: no completion; at most `inject_size` bytes.
             #[inline]
             pub fn inject(&self, buf: &[u8], dest: FiAddr) -> Result<()> {
-                self.ep().post_tx(
+                self.ep().post_eager::<true, false>(
                     self.txi(),
-                    &req(Op::Msg, &[buf], dest, Context::NULL),
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    None,
+                    Context::NULL,
                     self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
@@ -234,19 +244,30 @@ macro_rules! tx_calls {
                 dest: FiAddr,
                 context: Context,
             ) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Msg, &b, dest, context);
-                r.data = Some(data);
-                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+                self.ep().post_eager::<false, false>(
+                    self.txi(),
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    Some(data),
+                    context,
+                    self.tx_flags,
+                )
             }
             /// `fi_injectdata`.
             #[inline]
             pub fn injectdata(&self, buf: &[u8], data: u64, dest: FiAddr) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Msg, &b, dest, Context::NULL);
-                r.data = Some(data);
-                self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
+                self.ep().post_eager::<true, false>(
+                    self.txi(),
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    Some(data),
+                    Context::NULL,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_tsend`.
             #[inline]
@@ -257,10 +278,16 @@ macro_rules! tx_calls {
                 tag: u64,
                 context: Context,
             ) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Tagged, &b, dest, context);
-                r.tag = tag;
-                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+                self.ep().post_eager::<false, false>(
+                    self.txi(),
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    None,
+                    context,
+                    self.tx_flags,
+                )
             }
             /// `fi_tsendv`.
             #[inline]
@@ -286,11 +313,16 @@ macro_rules! tx_calls {
             /// `fi_tinject`.
             #[inline]
             pub fn tinject(&self, buf: &[u8], dest: FiAddr, tag: u64) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
-                r.tag = tag;
-                self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
+                self.ep().post_eager::<true, false>(
+                    self.txi(),
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    None,
+                    Context::NULL,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_inject` of a fixed-size array: an array longer than the provider's
             /// [`InjectSize`](crate::Provider::InjectSize) does not compile, and the
@@ -302,10 +334,14 @@ macro_rules! tx_calls {
             where
                 typenum::Const<N>: InjectFits<<S as Config>::Provider>,
             {
-                let b = [&buf[..]];
-                self.ep().post_tx_sized::<true>(
+                self.ep().post_eager::<true, true>(
                     self.txi(),
-                    &req(Op::Msg, &b, dest, Context::NULL),
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    None,
+                    Context::NULL,
                     self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
@@ -320,12 +356,14 @@ macro_rules! tx_calls {
             where
                 typenum::Const<N>: InjectFits<<S as Config>::Provider>,
             {
-                let b = [&buf[..]];
-                let mut r = req(Op::Msg, &b, dest, Context::NULL);
-                r.data = Some(data);
-                self.ep().post_tx_sized::<true>(
+                self.ep().post_eager::<true, true>(
                     self.txi(),
-                    &r,
+                    Op::Msg,
+                    buf,
+                    dest,
+                    0,
+                    Some(data),
+                    Context::NULL,
                     self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
@@ -347,12 +385,14 @@ macro_rules! tx_calls {
             where
                 typenum::Const<N>: InjectFits<<S as Config>::Provider>,
             {
-                let b = [&buf[..]];
-                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
-                r.tag = tag;
-                self.ep().post_tx_sized::<true>(
+                self.ep().post_eager::<true, true>(
                     self.txi(),
-                    &r,
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    None,
+                    Context::NULL,
                     self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
@@ -368,13 +408,14 @@ macro_rules! tx_calls {
             where
                 typenum::Const<N>: InjectFits<<S as Config>::Provider>,
             {
-                let b = [&buf[..]];
-                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
-                r.tag = tag;
-                r.data = Some(data);
-                self.ep().post_tx_sized::<true>(
+                self.ep().post_eager::<true, true>(
                     self.txi(),
-                    &r,
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    Some(data),
+                    Context::NULL,
                     self.tx_flags | OpFlags::INJECT_CALL,
                 )
             }
@@ -388,21 +429,30 @@ macro_rules! tx_calls {
                 tag: u64,
                 context: Context,
             ) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Tagged, &b, dest, context);
-                r.tag = tag;
-                r.data = Some(data);
-                self.ep().post_tx(self.txi(), &r, self.tx_flags)
+                self.ep().post_eager::<false, false>(
+                    self.txi(),
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    Some(data),
+                    context,
+                    self.tx_flags,
+                )
             }
             /// `fi_tinjectdata`.
             #[inline]
             pub fn tinjectdata(&self, buf: &[u8], data: u64, dest: FiAddr, tag: u64) -> Result<()> {
-                let b = [buf];
-                let mut r = req(Op::Tagged, &b, dest, Context::NULL);
-                r.tag = tag;
-                r.data = Some(data);
-                self.ep()
-                    .post_tx(self.txi(), &r, self.tx_flags | OpFlags::INJECT_CALL)
+                self.ep().post_eager::<true, false>(
+                    self.txi(),
+                    Op::Tagged,
+                    buf,
+                    dest,
+                    tag,
+                    Some(data),
+                    Context::NULL,
+                    self.tx_flags | OpFlags::INJECT_CALL,
+                )
             }
             /// `fi_write`: the local buffer is copied before the call returns; completion
             /// (or an error entry for a bad key, range or permission) follows the target's

@@ -72,6 +72,138 @@ impl<S: Config> EpInner<S> {
         })
     }
 
+    /// A message of one buffer `buf` (`op` [`Op::Msg`] or [`Op::Tagged`], `tag` 0 for
+    /// untagged ones): `fi_send`, `fi_tsend`, their `*data` forms (`data`) and, with
+    /// `INJECT` true and `flags` holding [`OpFlags::INJECT_CALL`], `fi_inject`,
+    /// `fi_tinject` and theirs. `FITS` as in [`Self::post_tx_sized`].
+    ///
+    /// A message that completes when sent (no `FI_FENCE`, no `FI_DELIVERY_COMPLETE`),
+    /// on a context with nothing queued behind a fence, goes straight to
+    /// [`Transport::send_eager`] without the generic request and its per-operation
+    /// tests ([`Self::eager_direct`]); everything else is [`Self::post_tx_sized`] of the
+    /// same request.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn post_eager<const INJECT: bool, const FITS: bool>(
+        &self,
+        txi: usize,
+        op: Op,
+        buf: &[u8],
+        dest: FiAddr,
+        tag: u64,
+        data: Option<u64>,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Result<()> {
+        if !flags.intersects(OpFlags::FENCE.union(OpFlags::DELIVERY_COMPLETE)) {
+            if let Some(res) =
+                self.eager_direct::<INJECT, FITS>(txi, op, buf, dest, tag, data, ctx, flags)
+            {
+                return res;
+            }
+        }
+        self.post_eager_generic::<FITS>(txi, op, buf, dest, tag, data, ctx, flags)
+    }
+
+    /// The generic path of [`Self::post_eager`], out of line so that the direct one
+    /// keeps a small frame.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn post_eager_generic<const FITS: bool>(
+        &self,
+        txi: usize,
+        op: Op,
+        buf: &[u8],
+        dest: FiAddr,
+        tag: u64,
+        data: Option<u64>,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Result<()> {
+        let b = [buf];
+        let r = TxReq {
+            op,
+            iov: &b,
+            compare: &[],
+            result: RawIov::EMPTY,
+            dest,
+            tag,
+            data,
+            rma: RmaIov::default(),
+            atomic: (0, 0, 0),
+            ctx,
+        };
+        self.post_tx_sized::<FITS>(txi, &r, flags)
+    }
+
+    /// The direct attempt of [`Self::post_eager`] (whose caller ruled out `FI_FENCE`
+    /// and `FI_DELIVERY_COMPLETE`): `None` when a test of the generic prologue
+    /// ([`Self::post_tx_sized`], [`Self::transmit_eager`]) would not pass straight
+    /// through (an unknown, disabled or fenced context, a missing capability or
+    /// address vector, a length over the limits, a full CQ), so that nothing was done
+    /// and the generic path answers with its error or queues the message. Otherwise
+    /// the message is sent, or refused by the address vector or the transport exactly
+    /// as the generic path would be.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn eager_direct<const INJECT: bool, const FITS: bool>(
+        &self,
+        txi: usize,
+        op: Op,
+        buf: &[u8],
+        dest: FiAddr,
+        tag: u64,
+        data: Option<u64>,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Option<Result<()>> {
+        let tx = self.tx.get(txi)?;
+        tx.state.with(|st| {
+            let len = buf.len();
+            // `op` is a constant of every caller: one capability test remains.
+            let (need, cflags) = if op == Op::Tagged {
+                (Caps::TAGGED, CqFlags::SEND | CqFlags::TAGGED)
+            } else {
+                (Caps::MSG, CqFlags::SEND | CqFlags::MSG)
+            };
+            // `INJECT` folds the inject call's size and completion tests at compile
+            // time; `flags` may add `FI_INJECT` to a plain send (an endpoint default).
+            if !st.enabled
+                || !st.caps.contains(need)
+                || !st.fenced.is_empty()
+                || (!FITS
+                    && (len > st.max_msg_size
+                        || ((INJECT || flags.contains(OpFlags::INJECT)) && len > st.inject_size)))
+            {
+                return None;
+            }
+            let want = !(INJECT || flags.contains(OpFlags::INJECT_CALL))
+                && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+            if st.room_for(want).is_err() {
+                return None;
+            }
+            let av = st.av.as_ref()?;
+            let sent = av.with_peer(dest, |peer, rx| {
+                let m = Eager {
+                    op,
+                    rx_idx: rx as u16,
+                    tag,
+                    data,
+                    len,
+                };
+                self.sender
+                    .with(|tx| self.transport.send_eager(tx, peer, &m, &[buf]))
+            });
+            Some(match sent {
+                Ok(()) => {
+                    st.succeed(CntrKind::Send, want, ctx, cflags, len);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            })
+        })
+    }
+
     /// `fi_write` (`INJECT` false) or `fi_inject_write` (`INJECT` true, `flags` holding
     /// [`OpFlags::INJECT_CALL`]) of one buffer `buf` to `rma` at `dest`.
     ///

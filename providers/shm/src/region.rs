@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use fabric::{Error, Result};
 
 use crate::name::{Name, NAME_LEN};
-use crate::sys::{self, Mapping};
+use crate::sys::{self, Mapping, Packet};
 
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
@@ -59,6 +59,10 @@ const OFF_RNDV: usize = OFF_WAKE + 64;
 const RNDV_STRIDE: usize = 64;
 const HEADER_BYTES: usize = 4096;
 static_assertions::const_assert!(OFF_RNDV + RNDV_STRIDE * RNDV_RECORDS <= HEADER_BYTES);
+// Channels and their cells start on cell boundaries (senders count offsets in cells).
+static_assertions::const_assert!(
+    HEADER_BYTES.is_multiple_of(CELL) && CH_CELLS.is_multiple_of(CELL)
+);
 
 /// Channel-relative offsets.
 const CH_HEAD: usize = 0;
@@ -443,6 +447,12 @@ impl Region {
     #[inline]
     pub fn mapping(&self) -> &Mapping {
         &self.map
+    }
+
+    /// A packet of `len` bytes at cell offset `off` (see [`Mapping::packet`]).
+    #[inline]
+    pub fn packet(&self, off: usize, len: usize) -> Packet<'_> {
+        self.map.packet(off, len)
     }
 
     /// Copies `src` into the region at `off`.

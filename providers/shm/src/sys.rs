@@ -9,7 +9,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fabric::{Error, Result};
 
@@ -146,6 +146,24 @@ impl Mapping {
         unsafe { fabric::mem::copy_bytes(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
+    /// A packet of `len` bytes at `off` (a multiple of 8, `len` at least 8), written
+    /// front to back after its first word, which [`Packet::publish`] stores last. The
+    /// bounds are checked here once: a packet written in several pieces pays for one
+    /// bounds test, not one per piece.
+    #[inline]
+    pub fn packet(&self, off: usize, len: usize) -> Packet<'_> {
+        assert!(off.is_multiple_of(8) && len >= 8 && off <= self.len && len <= self.len - off);
+        // SAFETY: `off + 8` is in bounds of the mapping (checked above).
+        let first = unsafe { self.ptr().add(off) };
+        Packet {
+            first,
+            // SAFETY: as above.
+            at: unsafe { first.add(8) },
+            left: len - 8,
+            _map: std::marker::PhantomData,
+        }
+    }
+
     /// The bytes at `off..off + len`.
     ///
     /// The shared protocol hands these bytes to the reader until it releases them; a
@@ -165,6 +183,43 @@ impl Mapping {
         // SAFETY: in bounds and 8-aligned (mappings are page-aligned); shared words are
         // only ever accessed atomically by the layouts that place them.
         unsafe { &*self.ptr().add(off).cast::<AtomicU64>() }
+    }
+}
+
+/// A packet being written into a [`Mapping`] ([`Mapping::packet`]).
+pub struct Packet<'a> {
+    /// The packet's first word, 8-aligned.
+    first: *mut u8,
+    /// Where the next [`put`](Packet::put) writes.
+    at: *mut u8,
+    /// Bytes left from `at` to the packet's end.
+    left: usize,
+    _map: std::marker::PhantomData<&'a Mapping>,
+}
+
+impl Packet<'_> {
+    /// Copies `src` behind what was written so far (the first word, at the start).
+    #[inline(always)]
+    pub fn put(&mut self, src: &[u8]) {
+        assert!(src.len() <= self.left);
+        // SAFETY: `at..at + left` lies in a live mapping (checked by `packet`, kept by
+        // every `put`), and `src` fits in it. As for `copy_in`: the shared protocol
+        // gives the writer these bytes until it publishes them, and `src` is ordinary
+        // memory of ours, so the ranges do not overlap.
+        unsafe {
+            fabric::mem::copy_bytes(src.as_ptr(), self.at, src.len());
+            self.at = self.at.add(src.len());
+        }
+        self.left -= src.len();
+    }
+
+    /// Stores `word` in the packet's first word with `Release` ordering: what was put
+    /// before is visible to whoever reads the word.
+    #[inline(always)]
+    pub fn publish(self, word: u64) {
+        // SAFETY: `first` is 8-aligned and 8 bytes of a live mapping (checked by
+        // `packet`); shared words are only ever accessed atomically.
+        unsafe { AtomicU64::from_ptr(self.first.cast::<u64>()) }.store(word, Ordering::Release);
     }
 }
 

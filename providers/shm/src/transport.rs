@@ -133,12 +133,35 @@ struct TxChan {
     tail: u64,
     head: u64,
     cells: u64,
+    /// The channel's first cell, counted in cells from the start of the peer's
+    /// region (`cell_off(c, 0) / CELL`, which the layout keeps exact): kept in cells
+    /// so that a cell's offset is visibly a multiple of [`CELL`], and packets need no
+    /// alignment test.
+    first_cell: usize,
+    /// Cells that requests may hold: `cells` less the reserve for responses.
+    req_room: u64,
+    /// Ring position up to which a request may be written without a skip marker or
+    /// rereading the head: the lesser of the end of the lap that held the tail and
+    /// the head plus `req_room`, both as of the last [`claim`] (then still a bound;
+    /// see [`claim_fast`]).
+    limit: u64,
     spill: VecDeque<(Header, Vec<u8>)>,
+}
+
+impl TxChan {
+    /// Byte offset of ring position `pos` ([`Region::cell_off`] of this channel).
+    #[inline(always)]
+    fn cell_off(&self, pos: u64) -> usize {
+        (self.first_cell + (pos & (self.cells - 1)) as usize) * CELL
+    }
 }
 
 /// The sending half ([`Transport::Sender`]): one channel per peer sent to.
 pub struct ShmTx {
     shared: Arc<EpShared>,
+    /// Largest message [`Transport::send_eager`] writes on its short path: compact,
+    /// inline and not streamed.
+    small_max: usize,
     chans: Vec<TxChan>,
     index: FxHashMap<u64, usize>,
     last: usize,
@@ -213,6 +236,42 @@ impl ShmEp {
     }
 }
 
+impl ShmEp {
+    /// [`Transport::send_eager`] past its short path: a message for another receive
+    /// context, too long to be compact, inline and not streamed, to a peer that may be
+    /// gone, behind spilled responses, on another channel than the last one or one
+    /// whose ring looks full.
+    #[inline(never)]
+    fn send_eager_slow(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        m: Eager,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        let m = &m;
+        let sh = &*self.shared;
+        if m.rx_idx != 0
+            || m.len > sh.tuning.inline_max.min(cell::COMPACT_MAX)
+            || to.known_dead()
+            || to.region.closed()
+            || sh.spilled.load(Ordering::Relaxed)
+        {
+            return self.send(tx, to, &m.header(), payload);
+        }
+        let i = tx.channel(to)?;
+        let ch = &mut tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        let res = write_compact(ch, m, payload, reserve);
+        tx.refused(i, to, res)?;
+        ring(to);
+        Ok(())
+    }
+}
+
 impl ShmTx {
     /// The outcome of a request written to channel `i` of `to`: a full ring whose
     /// receiver is gone is not backpressure but a dead peer (`HostUnreach`), and its
@@ -270,14 +329,20 @@ impl ShmTx {
                     .claim(&self.shared.raw, self.shared.name.nonce)
                     .ok_or(Error::Again)?;
                 let head = to.region.chan_head(c).load(Ordering::Acquire);
-                self.chans.push(TxChan {
+                let cells = to.region.geometry().cells as u64;
+                let mut ch = TxChan {
                     peer: to.clone(),
                     c,
                     tail: head,
                     head,
-                    cells: to.region.geometry().cells as u64,
+                    cells,
+                    first_cell: to.region.cell_off(c, 0) / CELL,
+                    req_room: cells - cells / RESERVE_DIV,
+                    limit: 0,
                     spill: VecDeque::new(),
-                });
+                };
+                ch.limit = fast_limit(&ch);
+                self.chans.push(ch);
                 self.index.insert(to.name.nonce, self.chans.len() - 1);
                 self.chans.len() - 1
             }
@@ -534,6 +599,47 @@ fn write_stream(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Re
     Ok(())
 }
 
+/// [`claim`] of `need` cells for a request, when that is plain: the packet ends
+/// before the ring wraps and fits beside the reserve by the head last read. `None`
+/// when it does not (a skip marker, a head to reread, a full ring): [`claim`]
+/// decides then.
+///
+/// `ch.limit` was computed by the last [`claim`] (or when the channel was made), and
+/// stays a sound bound as the tail moves on: the cached head changes only in
+/// [`claim`], which computes the bound again, and once the tail reaches the end of that lap the
+/// bound is the tail itself or less, so nothing passes until [`claim`] computes it
+/// again.
+#[inline(always)]
+fn claim_fast(ch: &TxChan, need: u64) -> Option<u64> {
+    (ch.tail + need <= ch.limit).then_some(ch.tail)
+}
+
+/// [`TxChan::limit`] for the channel's current tail and cached head.
+#[inline]
+fn fast_limit(ch: &TxChan) -> u64 {
+    let lap_end = (ch.tail | (ch.cells - 1)) + 1;
+    lap_end.min(ch.head + ch.req_room)
+}
+
+/// [`write_compact`] of message `m` (at most [`ShmTx::small_max`] bytes, `need`
+/// cells) at position `pos` that [`claim_fast`] returned.
+#[inline(always)]
+fn write_small(ch: &mut TxChan, pos: u64, need: u64, m: &Eager, parts: &[&[u8]]) {
+    let mut pkt = ch
+        .peer
+        .region
+        .packet(ch.cell_off(pos), need as usize * CELL);
+    pkt.put(&m.tag.to_le_bytes());
+    if let Some(d) = m.data {
+        pkt.put(&d.to_le_bytes());
+    }
+    for p in parts {
+        pkt.put(p);
+    }
+    pkt.publish(cell::word_compact(pos, m.op, m.data.is_some(), m.len));
+    ch.tail = pos + need;
+}
+
 /// Finds room for a packet of `need` cells in `ch` with `reserve` more to spare, and
 /// returns its ring position. A packet never wraps: when it would, the rest of the
 /// ring is filled with a skip marker first. `Err(Again)` when the ring lacks room.
@@ -544,10 +650,16 @@ fn claim(ch: &mut TxChan, need: u64, reserve: u64) -> Result<u64> {
     let skip = if need > to_end { to_end } else { 0 };
     let total = need + skip + reserve;
     if ch.tail + total - ch.head > ch.cells {
-        ch.head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
-        // A head outside the window is a peer's garbage: treat the channel as full.
-        if ch.head > ch.tail || ch.tail - ch.head > ch.cells || ch.tail + total - ch.head > ch.cells
-        {
+        let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
+        // A head outside the window is a peer's garbage: treat the channel as full,
+        // and keep the cached head, which stays in `tail - cells ..= tail` (what
+        // `claim_fast` relies on).
+        if head > ch.tail || ch.tail - head > ch.cells {
+            return Err(Error::Again);
+        }
+        ch.head = head;
+        ch.limit = fast_limit(ch);
+        if ch.tail + total - head > ch.cells {
             return Err(Error::Again);
         }
     }
@@ -558,6 +670,7 @@ fn claim(ch: &mut TxChan, need: u64, reserve: u64) -> Result<u64> {
             .store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
         ch.tail += skip;
     }
+    ch.limit = fast_limit(ch);
     Ok(ch.tail)
 }
 
@@ -573,8 +686,15 @@ impl Transport for ShmEp {
 
     fn sender(&self) -> ShmTx {
         let stage = Stage::new(&self.shared.region, self.shared.tuning.cma).ok();
+        let small_max = self
+            .shared
+            .tuning
+            .inline_max
+            .min(cell::COMPACT_MAX)
+            .min(STREAM_MIN - 1);
         ShmTx {
             shared: self.shared.clone(),
+            small_max,
             chans: Vec::new(),
             index: FxHashMap::default(),
             last: 0,
@@ -641,10 +761,12 @@ impl Transport for ShmEp {
         Ok(())
     }
 
-    /// A message small enough to travel compact and inline, to a live peer, with no
-    /// spilled responses to flush first, is written here in one step; everything else
-    /// takes [`send`](Transport::send).
-    #[inline]
+    /// A message small enough to travel compact and inline and not streamed, to a
+    /// live peer, on the channel last sent on, with no spilled responses to flush
+    /// first and room in the ring without rereading its head, is written here in one
+    /// step; everything else takes [`ShmEp::send_eager_slow`], which decides
+    /// exactly as before.
+    #[inline(always)]
     fn send_eager(
         &self,
         tx: &mut ShmTx,
@@ -652,25 +774,27 @@ impl Transport for ShmEp {
         m: &Eager,
         payload: &[&[u8]],
     ) -> Result<()> {
-        let sh = &*self.shared;
-        if m.rx_idx != 0
-            || m.len > sh.tuning.inline_max.min(cell::COMPACT_MAX)
-            || to.known_dead()
-            || to.region.closed()
-            || sh.spilled.load(Ordering::Relaxed)
+        if m.rx_idx == 0
+            && m.len <= tx.small_max
+            && !to.known_dead()
+            && !to.region.closed()
+            && !self.shared.spilled.load(Ordering::Relaxed)
         {
-            return self.send(tx, to, &m.header(), payload);
+            // No spill queue holds anything while `spilled` is clear (every push sets
+            // it, and flushing clears it only with all queues empty), so the channel's
+            // own queue needs no test.
+            if let Some(ch) = tx.chans.get_mut(tx.last) {
+                if Arc::ptr_eq(&ch.peer, to) {
+                    let need = cell::cells_for(cell::compact_prefix(m.data.is_some()) + m.len);
+                    if let Some(pos) = claim_fast(ch, need as u64) {
+                        write_small(ch, pos, need as u64, m, payload);
+                        ring(to);
+                        return Ok(());
+                    }
+                }
+            }
         }
-        let i = tx.channel(to)?;
-        let ch = &mut tx.chans[i];
-        if !ch.spill.is_empty() {
-            return Err(Error::Again);
-        }
-        let reserve = ch.cells / RESERVE_DIV;
-        let res = write_compact(ch, m, payload, reserve);
-        tx.refused(i, to, res)?;
-        ring(to);
-        Ok(())
+        self.send_eager_slow(tx, to, *m, payload)
     }
 
     /// A target answers the requester it just heard from, which is usually the peer
@@ -919,7 +1043,7 @@ impl Drop for ShmEp {
 /// stands in for the store-load fence this side would otherwise need on every send:
 /// either the receiver sees the packet or this side sees the request. Without
 /// membarrier the fence is real.
-#[inline]
+#[inline(always)]
 fn ring(peer: &PeerRegion) {
     match &peer.local {
         Some(l) => {
