@@ -216,15 +216,13 @@ pub trait Transport: Send + Sync + 'static {
         data: &[u8],
     ) -> Direct {
         let payload = [data];
-        let req = DirectReq {
-            op: DirectOp::Write,
-            addr,
-            key,
-            len: data.len(),
-            payload: &payload,
-            compare: &[],
-        };
-        self.direct(tx, to, &req, false, |_: &[u8]| {})
+        self.direct(
+            tx,
+            to,
+            &DirectReq::write(addr, key, &payload),
+            false,
+            |_: &[u8]| {},
+        )
     }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
@@ -310,6 +308,21 @@ pub struct DirectReq<'a> {
     pub payload: &'a [&'a [u8]],
     /// A compare atomic's compare values (`len` bytes); empty otherwise.
     pub compare: &'a [u8],
+}
+
+impl<'a> DirectReq<'a> {
+    /// An RMA write of `payload` (one slice: `[data]`) to `addr` under `key`.
+    #[inline]
+    pub fn write(addr: u64, key: u64, payload: &'a [&'a [u8]]) -> DirectReq<'a> {
+        DirectReq {
+            op: DirectOp::Write,
+            addr,
+            key,
+            len: payload.iter().map(|p| p.len()).sum(),
+            payload,
+            compare: &[],
+        }
+    }
 }
 
 /// What [`Transport::direct`] did with an RMA or atomic operation.

@@ -508,14 +508,7 @@ fn write_slow(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u
         return Direct::Declined;
     }
     let payload = [data];
-    let req = DirectReq {
-        op: DirectOp::Write,
-        addr,
-        key,
-        len: data.len(),
-        payload: &payload,
-        compare: &[],
-    };
+    let req = DirectReq::write(addr, key, &payload);
     perform(
         tx,
         to,
