@@ -17,7 +17,7 @@ use fabric::prelude::*;
 use fabric_shm::{DirectMr, MappedSegment, RemoteKey, Shm};
 use shm_child::{
     hex,
-    node::{next, node, node_with, pattern, Entry, Node},
+    node::{next, node, node_with, nothing, pattern, Entry, Node},
     unhex, Ctl, Kid, ROLE, STACK,
 };
 
@@ -39,17 +39,21 @@ where
     }
 }
 
-/// No completion now.
+/// The next `n` completions of `node` as (context, error if any), ordered by context:
+/// error entries are read apart from successes, so their order is not kept.
 #[track_caller]
-fn nothing<S: Config>(n: &Node<S>)
+fn completions<S: Config>(node: &Node<S>, n: usize) -> Vec<(Context, Option<Error>)>
 where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
-    let mut e = [CqTaggedEntry::default(); 1];
-    match n.cq.read(&mut e) {
-        Err(Error::Again) | Ok(0) => {}
-        other => panic!("unexpected completion: {other:?}"),
-    }
+    let mut done: Vec<_> = (0..n)
+        .map(|_| match next(node) {
+            Ok(e) => (e.op_context, None),
+            Err(e) => (e.context, Some(e.err)),
+        })
+        .collect();
+    done.sort_by_key(|d| d.0 .0);
+    done
 }
 
 fn attr(access: MrAccess, key: u64, offset: u64) -> MrAttr {
@@ -498,13 +502,7 @@ fn direct_ops_wait_for_earlier_ring_ops() {
     );
     assert_eq!(t.domain.progress(), 1);
     // (Error entries are read apart from successes: compare as sets.)
-    let mut done: Vec<_> = (0..3)
-        .map(|_| match next(&i) {
-            Ok(e) => (e.op_context, None),
-            Err(e) => (e.context, Some(e.err)),
-        })
-        .collect();
-    done.sort_by_key(|d| d.0 .0);
+    let done = completions(&i, 3);
     assert_eq!(
         done,
         [
@@ -645,13 +643,7 @@ fn inject_write_waits_for_earlier_ring_ops() {
     assert_eq!(u64_at(&mr, 8), 0, "the write overtook the ring write");
     assert_eq!(cntr.read(), 0);
     assert_eq!(t.domain.progress(), 1);
-    let mut done: Vec<_> = (0..3)
-        .map(|_| match next(&i) {
-            Ok(e) => (e.op_context, None),
-            Err(e) => (e.context, Some(e.err)),
-        })
-        .collect();
-    done.sort_by_key(|d| d.0 .0);
+    let done = completions(&i, 3);
     assert_eq!(
         done,
         [

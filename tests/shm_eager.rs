@@ -10,22 +10,9 @@ mod shm_child;
 
 use fabric::prelude::*;
 use fabric_shm::Shm;
-use shm_child::node::{next, node, node_with, pattern, Node};
+use shm_child::node::{next, node, node_with, nothing, open_node, pattern, Node};
 
 type Safe = Stack<Shm, ThreadSafe, Manual>;
-
-/// No completion now (the initiator's CQ is read without waiting).
-#[track_caller]
-fn nothing<S: Config>(n: &Node<S>)
-where
-    S::Cq: CqFormat<Entry = CqTaggedEntry>,
-{
-    let mut e = [CqTaggedEntry::default(); 1];
-    match n.cq.read(&mut e) {
-        Err(Error::Again) | Ok(0) => {}
-        other => panic!("unexpected completion: {other:?}"),
-    }
-}
 
 /// What a receive got.
 #[derive(Debug, PartialEq, Eq)]
@@ -458,16 +445,8 @@ fn counters_selective_completion_and_a_full_cq() {
 #[test]
 fn capability_and_state_errors() {
     let t = node::<Stack<Shm>>();
-    let hints = Hints::new().caps(Caps::MSG).ep_type(EpType::Rdm);
-    let info = getinfo::<Stack<Shm>>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Stack<Shm>>::open(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
-    let av = domain.av(&AvAttr::DEFAULT).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
+    let Node { ep, av, .. } =
+        &open_node::<Stack<Shm>>(Caps::MSG, &CqAttr::DEFAULT, BindFlags::empty(), false);
     let peer = av.insert(&t.ep.name()).unwrap();
     assert_eq!(ep.inject(&[1; 8], peer), Err(Error::OpBadState));
     assert_eq!(ep.send(&[1; 8], peer, Context(1)), Err(Error::OpBadState));

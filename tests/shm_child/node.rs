@@ -26,9 +26,18 @@ pub fn node<S: Config>() -> Node<S> {
 /// [`node`] with a CQ of `cq` attributes bound with `FI_TRANSMIT | FI_RECV` and
 /// `bind`.
 pub fn node_with<S: Config>(cq: &CqAttr, bind: BindFlags) -> Node<S> {
-    let hints = Hints::new()
-        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
-        .ep_type(EpType::Rdm);
+    open_node(
+        Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC,
+        cq,
+        bind,
+        true,
+    )
+}
+
+/// An endpoint with `caps`, its CQ (`cq` attributes, bound with `FI_TRANSMIT |
+/// FI_RECV` and `bind`) and AV bound, enabled when `enable` says so.
+pub fn open_node<S: Config>(caps: Caps, cq: &CqAttr, bind: BindFlags, enable: bool) -> Node<S> {
+    let hints = Hints::new().caps(caps).ep_type(EpType::Rdm);
     let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
     let fabric = Fabric::<S>::open(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
@@ -38,13 +47,28 @@ pub fn node_with<S: Config>(cq: &CqAttr, bind: BindFlags) -> Node<S> {
     ep.bind_av(&av).unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV | bind)
         .unwrap();
-    ep.enable().unwrap();
+    if enable {
+        ep.enable().unwrap();
+    }
     Node {
         ep,
         cq,
         av,
         domain,
         _fabric: fabric,
+    }
+}
+
+/// No completion now (the CQ is read once, without waiting).
+#[track_caller]
+pub fn nothing<S: Config>(n: &Node<S>)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut e = [CqTaggedEntry::default(); 1];
+    match n.cq.read(&mut e) {
+        Err(Error::Again) | Ok(0) => {}
+        other => panic!("unexpected completion: {other:?}"),
     }
 }
 
