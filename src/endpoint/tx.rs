@@ -166,22 +166,7 @@ impl<S: Config> EpInner<S> {
             } else {
                 (Caps::MSG, CqFlags::SEND | CqFlags::MSG)
             };
-            // `INJECT` folds the inject call's size and completion tests at compile
-            // time; `flags` may add `FI_INJECT` to a plain send (an endpoint default).
-            if !st.enabled
-                || !st.caps.contains(need)
-                || !st.fenced.is_empty()
-                || (!FITS
-                    && (len > st.max_msg_size
-                        || ((INJECT || flags.contains(OpFlags::INJECT)) && len > st.inject_size)))
-            {
-                return None;
-            }
-            let want = !(INJECT || flags.contains(OpFlags::INJECT_CALL))
-                && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
-            if st.room_for(want).is_err() {
-                return None;
-            }
+            let want = admit::<S, INJECT, FITS>(st, need, len, flags)?;
             let av = st.av.as_ref()?;
             let sent = av.with_peer(dest, |peer, rx| {
                 let m = Eager {
@@ -254,22 +239,11 @@ impl<S: Config> EpInner<S> {
         let tx = self.tx.get(txi)?;
         tx.state.with(|st| {
             let len = buf.len();
-            // `INJECT` folds the inject call's size and completion tests at compile
-            // time; `flags` may add `FI_INJECT` to a plain write (an endpoint default).
-            if !st.enabled
-                || !st.caps.contains(Caps::RMA)
-                || !st.fenced.is_empty()
-                || st.pending.in_flight() > 0
-                || len > st.max_msg_size
-                || ((INJECT || flags.contains(OpFlags::INJECT)) && len > st.inject_size)
-            {
+            // A write may overtake nothing in flight on the context.
+            if st.pending.in_flight() > 0 {
                 return None;
             }
-            let want = !(INJECT || flags.contains(OpFlags::INJECT_CALL))
-                && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
-            if st.room_for(want).is_err() {
-                return None;
-            }
+            let want = admit::<S, INJECT, false>(st, Caps::RMA, len, flags)?;
             let outcome = match &st.av {
                 None => Err(Error::NoAv),
                 Some(av) => av.with_peer(dest, |peer, _| {
@@ -723,4 +697,34 @@ pub(crate) fn completion_kind(r: &TxReq<'_>) -> (CqFlags, CntrKind) {
         Op::Atomic => (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write),
         _ => (CqFlags::SEND | CqFlags::MSG, CntrKind::Send),
     }
+}
+
+/// The tests of the generic prologue ([`EpInner::post_tx_sized`]) that the direct
+/// entries ([`EpInner::post_eager`], [`EpInner::post_write`]) make before doing
+/// anything: `Some(want)` (whether the operation writes a completion entry) when a
+/// `len`-byte operation needing `need` on an enabled, unfenced context with room in
+/// its CQ would pass them straight through; `None` hands it to the generic path.
+/// `INJECT` folds the inject call's size and completion tests at compile time, and
+/// `FITS` (a length proven at compile time) the size tests; `flags` may still add
+/// `FI_INJECT` to a plain call (an endpoint default).
+#[inline(always)]
+fn admit<S: Config, const INJECT: bool, const FITS: bool>(
+    st: &TxState<S>,
+    need: Caps,
+    len: usize,
+    flags: OpFlags,
+) -> Option<bool> {
+    if !st.enabled
+        || !st.caps.contains(need)
+        || !st.fenced.is_empty()
+        || (!FITS
+            && (len > st.max_msg_size
+                || ((INJECT || flags.contains(OpFlags::INJECT)) && len > st.inject_size)))
+    {
+        return None;
+    }
+    let want = !(INJECT || flags.contains(OpFlags::INJECT_CALL))
+        && (!st.bind.selective || flags.contains(OpFlags::COMPLETION));
+    st.room_for(want).ok()?;
+    Some(want)
 }
