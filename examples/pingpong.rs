@@ -252,8 +252,8 @@ impl Perf {
 
 /// One side's objects, all made and used on that side's thread.
 ///
-/// Field order is drop order: the endpoint (in `o`) goes first, cancelling the receive
-/// that is always posted into `rx`, before the buffers are freed.
+/// Field order is drop order: the endpoint (in `o`) goes first, cancelling a receive
+/// still posted into `rx`, before the buffers are freed.
 struct Side<'o, P: Provider> {
     o: Objects<P>,
     peer: FiAddr,
@@ -263,6 +263,9 @@ struct Side<'o, P: Provider> {
     watch: &'o Watch,
     /// Messages received during timed runs (`cnt_ack_msg`).
     acked: u64,
+    /// No receive is posted: the last one completed and, on RDM, the next is posted
+    /// right after the next send (see [`Side::rx`]).
+    rx_owed: bool,
     /// Data messages sent and received, numbering the `-c` patterns.
     tx_seq: u64,
     rx_seq: u64,
@@ -288,6 +291,7 @@ impl<'o, P: Provider> Side<'o, P> {
             opts,
             watch,
             acked: 0,
+            rx_owed: false,
             tx_seq: 0,
             rx_seq: 0,
             tx: vec![0; max.max(MIN_RX)],
@@ -327,7 +331,8 @@ impl<'o, P: Provider> Side<'o, P> {
         })
     }
 
-    /// `pp_tx`/`pp_inject`: sends `size` bytes (a `-c` pattern while timing).
+    /// `pp_tx`/`pp_inject`: sends `size` bytes (a `-c` pattern while timing), then
+    /// posts the receive [`Side::rx`] left owed.
     fn tx(&mut self, size: usize, data: bool) -> Res<()> {
         if data && self.opts.check {
             fill(&mut self.tx[..size], self.tx_seq);
@@ -339,7 +344,7 @@ impl<'o, P: Provider> Side<'o, P> {
         let (peer, tagged, ep) = (self.peer, self.opts.tagged, &self.o.ep);
         if size <= self.inject_size {
             // A full peer inbox: drive our own progress and retry.
-            return common::post_retry(
+            common::post_retry(
                 self.watch,
                 if tagged { "fi_tinject" } else { "fi_inject" },
                 || {
@@ -353,19 +358,31 @@ impl<'o, P: Provider> Side<'o, P> {
                     self.o.domain.progress();
                     Ok(())
                 },
-            );
-        }
-        let r = if tagged {
-            ep.tsend(buf, peer, TAG, Context(2))
+            )?;
         } else {
-            ep.send(buf, peer, Context(2))
-        };
-        r.call(if tagged { "fi_tsend" } else { "fi_send" })?;
-        common::wait_one::<P>(&self.o.txcq, self.watch, "transmit").map(drop)
+            let r = if tagged {
+                ep.tsend(buf, peer, TAG, Context(2))
+            } else {
+                ep.send(buf, peer, Context(2))
+            };
+            r.call(if tagged { "fi_tsend" } else { "fi_send" })?;
+            common::wait_one::<P>(&self.o.txcq, self.watch, "transmit")?;
+        }
+        if self.rx_owed {
+            self.rx_owed = false;
+            self.post_rx()?;
+        }
+        Ok(())
     }
 
-    /// `pp_rx`: takes one receive completion, checks it, and posts the next receive
-    /// before anything else is sent (so a DGRAM peer always finds one posted).
+    /// `pp_rx`: takes one receive completion, checks it, and posts the next receive.
+    ///
+    /// On DGRAM the next receive is posted at once, as `fi_pingpong` does, so the
+    /// peer's next message always finds one. On RDM it is posted right after this
+    /// side's next send ([`Side::tx`]), as `ucx_perftest` posts its receives: the peer
+    /// answers only that send, so the post overlaps the message's flight instead of
+    /// delaying the send, and an answer that did come first would wait, matched, in
+    /// the unexpected queue (RDM delivers it either way).
     fn rx(&mut self, size: usize, data: bool) -> Res<()> {
         let e = common::wait_one::<P>(&self.o.rxcq, self.watch, "receive")?;
         if e.len != size {
@@ -388,7 +405,11 @@ impl<'o, P: Provider> Side<'o, P> {
             }
             self.rx_seq += 1;
         }
-        self.post_rx()?;
+        if self.opts.ep_type == EpType::Dgram {
+            self.post_rx()?;
+        } else {
+            self.rx_owed = true;
+        }
         if data {
             self.acked += 1;
         }
