@@ -66,6 +66,32 @@ impl<S: Config> CqInner<S> {
         }
     }
 
+    /// [`Self::complete`], or straight into the entries of `rd` when `rd` is a read of
+    /// this CQ in progress, with room left, and nothing queued ahead of the completion
+    /// (no entry, error or overrun): the read then returns it without a trip through
+    /// the ring. Entries keep their order: once one is queued, later ones queue too.
+    #[inline(always)]
+    pub(crate) fn complete_to(&self, c: &Completion, rd: Option<&mut Reader<'_, S>>) {
+        let Some(rd) = rd.filter(|rd| std::ptr::eq(rd.cq, self) && rd.n < rd.room) else {
+            return self.complete(c);
+        };
+        let direct = self.state.with(|st| {
+            if !st.ring.is_empty() || st.ring.has_err() || st.overrun {
+                return false;
+            }
+            rd.out[rd.n] = <S::Cq as CqFormat>::make(c);
+            if let Some(src) = rd.src.as_deref_mut() {
+                src[rd.n] = c.src;
+            }
+            rd.n += 1;
+            true
+        });
+        // Nobody waits for an entry that the reading thread already holds.
+        if !direct {
+            self.complete(c);
+        }
+    }
+
     /// Records an error completion (never dropped).
     pub(crate) fn complete_err(&self, e: CqErrEntry) {
         self.state.with(|st| st.ring.push_err(e));
@@ -119,6 +145,20 @@ impl<S: Config> CqInner<S> {
     }
 }
 
+/// A [`Cq::read`] (or [`Cq::read_from`]) under way: the caller's entries, which
+/// receives completing for that CQ during the read's own progress pass fill directly
+/// ([`CqInner::complete_to`]).
+pub(crate) struct Reader<'r, S: Config> {
+    /// The CQ read, compared by address only.
+    cq: *const CqInner<S>,
+    out: &'r mut [Entry<S>],
+    src: Option<&'r mut [FiAddr]>,
+    /// Entries `out` (and `src`) can take.
+    room: usize,
+    /// Entries filled so far.
+    n: usize,
+}
+
 /// A completion queue of configuration `S`; entries have the type `S::Cq::Entry`.
 pub struct Cq<S: Config> {
     pub(crate) inner: Arc<CqInner<S>>,
@@ -161,20 +201,43 @@ impl<S: Config> Cq<S> {
         }
     }
 
+    /// Manual progress on behalf of a read into `out` (and `src`): returns how many
+    /// entries the pass delivered there directly.
+    #[inline]
+    fn progress_into(&self, out: &mut [Entry<S>], src: Option<&mut [FiAddr]>) -> usize {
+        if <S::Progress as Progress>::AUTO {
+            return 0;
+        }
+        let room = src.as_ref().map_or(out.len(), |s| s.len().min(out.len()));
+        let mut rd = Reader {
+            cq: Arc::as_ptr(&self.inner),
+            out,
+            src,
+            room,
+            n: 0,
+        };
+        self.inner.domain.progress_with(Some(&mut rd));
+        rd.n
+    }
+
     /// `fi_cq_read`: up to `out.len()` completions. `Err(Again)` when none,
     /// `Err(Avail)` when an error entry waits for [`Cq::read_err`].
     #[inline]
     pub fn read(&self, out: &mut [Entry<S>]) -> Result<usize> {
-        self.progress();
-        self.inner.read_inner(out, None)
+        match self.progress_into(out, None) {
+            0 => self.inner.read_inner(out, None),
+            n => Ok(n),
+        }
     }
 
     /// `fi_cq_readfrom`: as [`Cq::read`], with each entry's source address
     /// (`FiAddr::NOTAVAIL` unless the endpoint has `FI_SOURCE`).
     #[inline]
     pub fn read_from(&self, out: &mut [Entry<S>], src: &mut [FiAddr]) -> Result<usize> {
-        self.progress();
-        self.inner.read_inner(out, Some(src))
+        match self.progress_into(out, Some(src)) {
+            0 => self.inner.read_inner(out, Some(src)),
+            n => Ok(n),
+        }
     }
 
     /// `fi_cq_readerr`: the oldest error entry, `Err(Again)` when none.

@@ -10,7 +10,7 @@ use crate::attr::{AvAttr, CntrAttr, CqAttr, EqAttr, MrAttr, PollAttr, WaitAttr};
 use crate::av::{AddressVector, NamedAvs};
 use crate::cntr::{CntrInner, Counter};
 use crate::config::{Config, LockOf, Progress, Threading};
-use crate::cq::Cq;
+use crate::cq::{Cq, Reader};
 use crate::endpoint::{Endpoint, EpInner, ScalableEndpoint, SharedRx, SharedTx};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
@@ -125,9 +125,20 @@ impl<S: Config> DomainInner<S> {
     /// triggered operations whose counters reached their thresholds.
     #[inline]
     pub(crate) fn progress(&self) -> usize {
-        let n = self
-            .eps
-            .with(|eps| eps.iter().map(|ep| ep.progress()).sum());
+        self.progress_with(None)
+    }
+
+    /// [`Self::progress`] for a CQ read under way: receives completing for that CQ
+    /// go straight into its entries ([`CqInner::complete_to`](crate::cq::CqInner)).
+    #[inline]
+    pub(crate) fn progress_with(&self, mut rd: Option<&mut Reader<'_, S>>) -> usize {
+        let n = self.eps.with(|eps| {
+            let mut n = 0;
+            for ep in eps.iter() {
+                n += ep.progress(rd.as_deref_mut());
+            }
+            n
+        });
         if self.has_trig.load(Ordering::Acquire) {
             self.run_triggers();
         }

@@ -22,7 +22,7 @@ use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::config::Config;
 use crate::config::LockOf;
-use crate::cq::Cq;
+use crate::cq::{Cq, Reader};
 use crate::domain::DomainInner;
 use crate::eq::{EqInner, EventQueue};
 use crate::error::{Error, Result};
@@ -116,13 +116,14 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Drains the transport, dispatching every packet. Returns how many were handled.
+    /// `rd`: the CQ read this pass runs for, which receives may complete into.
     #[inline]
-    pub(crate) fn progress(&self) -> usize {
+    pub(crate) fn progress(&self, rd: Option<&mut Reader<'_, S>>) -> usize {
         if self.transport.backlog() {
             self.sender.with(|tx| self.transport.flush(tx));
         }
         self.receiver
-            .with(|rx| self.transport.poll_into(rx, Dispatch(self)))
+            .with(|rx| self.transport.poll_into(rx, Dispatch { ep: self, rd }))
     }
 
     fn bind_cq(&self, cq: &Cq<S>, flags: BindFlags, txs: &[usize], rxs: &[usize]) -> Result<()> {
@@ -338,10 +339,14 @@ impl<S: Config> EpInner<S> {
     }
 }
 
-/// Hands every polled packet to the endpoint's handler for its op.
-struct Dispatch<'a, S: Config>(&'a EpInner<S>);
+/// Hands every polled packet to the endpoint's handler for its op; messages may
+/// complete into the CQ read `rd` under way.
+struct Dispatch<'a, 'r, S: Config> {
+    ep: &'a EpInner<S>,
+    rd: Option<&'a mut Reader<'r, S>>,
+}
 
-impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, S> {
+impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S> {
     #[inline(always)]
     fn packet(
         &mut self,
@@ -349,9 +354,9 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, S> {
         src: &[u8],
         payload: Payload<'_, <TransportOf<S> as Transport>::Pull>,
     ) -> bool {
-        let ep = self.0;
+        let ep = self.ep;
         match Op::from_raw(hdr.op) {
-            Some(Op::Msg | Op::Tagged) => ep.on_message(hdr, src, payload),
+            Some(Op::Msg | Op::Tagged) => ep.on_message(hdr, src, payload, self.rd.as_deref_mut()),
             Some(Op::Write) => ep.on_write(hdr, src, payload),
             Some(Op::ReadReq) => {
                 ep.on_read(hdr, src);
@@ -373,7 +378,7 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, S> {
 
     #[inline(always)]
     fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
-        self.0.on_eager(m, src, payload)
+        self.ep.on_eager(m, src, payload, self.rd.as_deref_mut())
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::cntr::CntrInner;
 use crate::config::Config;
+use crate::cq::Reader;
 use crate::cq_format::Completion;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
@@ -109,6 +110,7 @@ impl<S: Config> EpInner<S> {
         hdr: &Header,
         src_name: &[u8],
         payload: Payload<'_, R>,
+        rd: Option<&mut Reader<'_, S>>,
     ) -> bool {
         let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
             self.reply_ack(hdr, src_name, Error::NoRx.code() as u32);
@@ -116,7 +118,7 @@ impl<S: Config> EpInner<S> {
         };
         let tagged = hdr.op == Op::Tagged as u8;
         let data = (hdr.flags & HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data);
-        let Some(failed) = deliver_msg(rx, tagged, hdr.tag, data, src_name, payload) else {
+        let Some(failed) = deliver_msg(rx, tagged, hdr.tag, data, src_name, payload, rd) else {
             return false;
         };
         if hdr.flags & HDR_ACK != 0 {
@@ -130,14 +132,20 @@ impl<S: Config> EpInner<S> {
     /// short form ([`Sink::eager`](crate::provider::Sink::eager)): [`Self::on_message`]
     /// of `m.header()` without building it, and with nothing to acknowledge.
     #[inline]
-    pub(crate) fn on_eager(&self, m: &Eager, src_name: &[u8], payload: &[u8]) -> bool {
+    pub(crate) fn on_eager(
+        &self,
+        m: &Eager,
+        src_name: &[u8],
+        payload: &[u8],
+        rd: Option<&mut Reader<'_, S>>,
+    ) -> bool {
         let Some(rx) = self.rx.get(m.rx_idx as usize) else {
             // No such context, and the sender asked for no answer: dropped, as
             // `on_message` does with a message that asked for no acknowledgement.
             return true;
         };
         let payload = Payload::<NoPull>::Inline(payload);
-        deliver_msg(rx, m.op == Op::Tagged, m.tag, m.data, src_name, payload).is_some()
+        deliver_msg(rx, m.op == Op::Tagged, m.tag, m.data, src_name, payload, rd).is_some()
     }
 
     /// Sends an `Ack` with `status` for request `hdr` back to its initiator.
@@ -178,7 +186,7 @@ impl<S: Config> EpInner<S> {
 /// Matches an arriving message on receive context `rx` and delivers it: into the
 /// oldest posted receive that accepts it, else onto the unexpected queue. `None`:
 /// held back (the CQ or the unexpected queue is full); `Some(failed)`: consumed, and
-/// whether the payload was lost.
+/// whether the payload was lost. `rd`: the CQ read under way, if any.
 #[inline(always)]
 fn deliver_msg<S: Config, R: Pull>(
     rx: &RxCtx<S>,
@@ -187,6 +195,7 @@ fn deliver_msg<S: Config, R: Pull>(
     data: Option<u64>,
     src_name: &[u8],
     payload: Payload<'_, R>,
+    rd: Option<&mut Reader<'_, S>>,
 ) -> Option<bool> {
     rx.state.with(|st| {
         if let Some(cq) = &st.bind.cq {
@@ -223,6 +232,7 @@ fn deliver_msg<S: Config, R: Pull>(
                 src,
                 tagged,
                 *min_multi_recv,
+                rd,
             )
         });
         if let Some(failed) = delivered {
@@ -305,12 +315,12 @@ fn complete_unexpected<S: Config>(
         let lost = Lost(u.buf.len());
         let payload = Payload::Remote(&lost);
         complete_recv(
-            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi,
+            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )
     } else {
         let payload = Payload::<NoPull>::Inline(&u.buf);
         complete_recv(
-            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi,
+            bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )
     };
     done
@@ -335,6 +345,7 @@ fn complete_recv<S: Config, R: Pull>(
     src: FiAddr,
     tagged: bool,
     min_multi: usize,
+    rd: Option<&mut Reader<'_, S>>,
 ) -> (bool, bool) {
     // By reference: a single-shot receive copies no `RawIov`.
     let advanced;
@@ -364,15 +375,18 @@ fn complete_recv<S: Config, R: Pull>(
         }
         if p.want {
             if let Some(cq) = &bind.cq {
-                cq.complete(&Completion {
-                    context: p.ctx,
-                    flags,
-                    len: n,
-                    buf: dst.base(),
-                    data: data.unwrap_or(0),
-                    tag,
-                    src,
-                });
+                cq.complete_to(
+                    &Completion {
+                        context: p.ctx,
+                        flags,
+                        len: n,
+                        buf: dst.base(),
+                        data: data.unwrap_or(0),
+                        tag,
+                        src,
+                    },
+                    rd,
+                );
             }
         }
         return (true, false);

@@ -930,6 +930,77 @@ fn readfrom_source<A: Api>() {
     assert_eq!((e.context(), src), (Context(3), FiAddr::NOTAVAIL));
 }
 
+/// A CQ read hands out completions in the order they happened, whether they arrive
+/// during its own progress pass (and may go straight into the caller's entries) or
+/// were queued before: two messages taken in one pass come out one per one-entry read;
+/// a message arriving while an entry waits comes after it; an error entry queued first
+/// is reported first (`FI_EAVAIL`); `fi_cq_readfrom` takes no more entries than its
+/// source array holds.
+fn cq_read_keeps_order<A: Api>() {
+    let mut bufs = [[0u8; 8]; 6];
+    let mut short = [0u8; 2];
+    let (a, b, b_at_a, a_at_b) = pair::<A>();
+    {
+        let [r1, r2, r5, r4, r6, r7] = &mut bufs;
+        // SAFETY: the buffers outlive the receives, which all complete below.
+        unsafe {
+            b.ep.trecv(r1, ANY, 1, 0, Context(1)).unwrap();
+            b.ep.trecv(r2, ANY, 2, 0, Context(2)).unwrap();
+            b.ep.trecv(r5, ANY, 5, 0, Context(5)).unwrap();
+            b.ep.trecv(&mut short, ANY, 3, 0, Context(3)).unwrap();
+            b.ep.trecv(r4, ANY, 4, 0, Context(4)).unwrap();
+            b.ep.trecv(r6, ANY, 6, 0, Context(6)).unwrap();
+            b.ep.trecv(r7, ANY, 7, 0, Context(7)).unwrap();
+        }
+    }
+    let others: &[&dyn DomainOps] = &[&a.domain];
+    // Both are in b's inbox before b's next read drives progress.
+    a.ep.tinject(b"one", b_at_a, 1).unwrap();
+    a.ep.tinject(b"two", b_at_a, 2).unwrap();
+    assert_eq!(wait_ok(&b.cq, others).context(), Context(1));
+    // "two" waits in the CQ while "five" arrives during the next read.
+    a.ep.tinject(b"five", b_at_a, 5).unwrap();
+    assert_eq!(wait_ok(&b.cq, others).context(), Context(2));
+    assert_eq!(wait_ok(&b.cq, others).context(), Context(5));
+    // The truncated receive's error entry comes before the message behind it.
+    a.ep.tinject(b"three", b_at_a, 3).unwrap();
+    a.ep.tinject(b"four", b_at_a, 4).unwrap();
+    let e = wait_err(&b.cq, others);
+    assert_eq!((e.context, e.err, e.olen), (Context(3), Error::Trunc, 3));
+    assert_eq!(wait_ok(&b.cq, others).context(), Context(4));
+    a.ep.tinject(b"six", b_at_a, 6).unwrap();
+    a.ep.tinject(b"seven", b_at_a, 7).unwrap();
+    let mut out = [A::Entry::default(); 4];
+    let mut src = [FiAddr(0xdead); 1];
+    let deadline = Instant::now() + DEADLINE;
+    let n = loop {
+        match b.cq.read_from(&mut out, &mut src) {
+            Ok(n) => break n,
+            Err(Error::Again) => {}
+            Err(e) => panic!("cq.read_from failed: {e}"),
+        }
+        progress_all(others);
+        assert!(Instant::now() < deadline, "no completion within {DEADLINE:?}");
+        std::thread::sleep(Duration::from_micros(100));
+    };
+    assert_eq!((n, out[0].context(), src[0]), (1, Context(6), a_at_b));
+    assert_eq!(wait_ok(&b.cq, others).context(), Context(7));
+    assert_eq!(&short, b"th");
+    let got: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+    assert_eq!(
+        got,
+        [
+            &b"one\0\0\0\0\0"[..],
+            b"two\0\0\0\0\0",
+            b"five\0\0\0\0",
+            b"four\0\0\0\0",
+            b"six\0\0\0\0\0",
+            b"seven\0\0\0"
+        ]
+    );
+    assert_cq_empty(&b.cq, others);
+}
+
 // ---------------------------------------------------------------------------------------
 // Completion semantics
 // ---------------------------------------------------------------------------------------
@@ -1883,6 +1954,7 @@ conformance_matrix!([
     lane_skipped_for_older_wildcard,
     cancel,
     readfrom_source,
+    cq_read_keeps_order,
     selective_completion,
     completion_levels,
     cq_full_resource_mgmt,
