@@ -343,6 +343,25 @@ impl Region {
         }
     }
 
+    /// Starts fetching the cell after ring position `pos` of channel `ch` into this
+    /// CPU's cache. The poll loop asks for it beside each look at the next cell, so
+    /// when a packet of two cells lands both lines travel at once instead of the
+    /// second one only after the first was seen. A hint: nothing is read.
+    #[inline(always)]
+    pub fn prefetch_next(&self, ch: &Chan, pos: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let off = ch.cells + ((pos.wrapping_add(1) & ch.mask) as usize) * CELL;
+            // SAFETY: a prefetch never faults and reads nothing into the program; the
+            // address is formed with `wrapping_add`, so no in-bounds claim is made
+            // (it is in bounds for a `ch` of this region, as in `cell_at`).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(self.map.ptr().wrapping_add(off).cast()) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (ch, pos);
+    }
+
     /// The consumer position word of channel `ch` ([`Self::chan_head`] of it).
     #[inline(always)]
     pub fn head_of(&self, ch: &Chan) -> &AtomicU64 {

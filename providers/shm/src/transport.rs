@@ -857,6 +857,7 @@ impl Transport for ShmEp {
             loop {
                 let CellAt { off, word, avail } = r.cell_at(&ch.at, ch.head);
                 let w = word.load(Ordering::Acquire);
+                r.prefetch_next(&ch.at, ch.head);
                 if w as u32 != cell::stamp(ch.head) {
                     break;
                 }
