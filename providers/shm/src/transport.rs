@@ -191,23 +191,27 @@ pub struct ShmRx {
     last_check: Instant,
 }
 
+// Both test the raw op against the constants: decoding it first (`Op::from_raw`) cost
+// more than the test.
 #[inline]
 fn response_of(hdr: &Header) -> Option<Op> {
-    match Op::from_raw(hdr.op)? {
-        Op::Write => Some(Op::Ack),
-        Op::ReadReq => Some(Op::ReadResp),
-        Op::Atomic => Some(Op::AtomicResp),
-        Op::Msg | Op::Tagged if hdr.flags & HDR_ACK != 0 => Some(Op::Ack),
+    const WRITE: u8 = Op::Write as u8;
+    const READ_REQ: u8 = Op::ReadReq as u8;
+    const ATOMIC: u8 = Op::Atomic as u8;
+    const MSG: u8 = Op::Msg as u8;
+    const TAGGED: u8 = Op::Tagged as u8;
+    match hdr.op {
+        WRITE => Some(Op::Ack),
+        READ_REQ => Some(Op::ReadResp),
+        ATOMIC => Some(Op::AtomicResp),
+        MSG | TAGGED if hdr.flags & HDR_ACK != 0 => Some(Op::Ack),
         _ => None,
     }
 }
 
 #[inline]
 fn is_response(op: u8) -> bool {
-    matches!(
-        Op::from_raw(op),
-        Some(Op::Ack | Op::ReadResp | Op::AtomicResp)
-    )
+    op == Op::Ack as u8 || op == Op::ReadResp as u8 || op == Op::AtomicResp as u8
 }
 
 impl ShmEp {
