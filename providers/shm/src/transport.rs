@@ -191,7 +191,7 @@ pub struct ShmRx {
     last_check: Instant,
 }
 
-// Both test the raw op against the constants: decoding it first (`Op::from_raw`) cost
+// Tests the raw op against the constants: decoding it first (`Op::from_raw`) cost
 // more than the test.
 #[inline]
 fn response_of(hdr: &Header) -> Option<Op> {
@@ -211,7 +211,10 @@ fn response_of(hdr: &Header) -> Option<Op> {
 
 #[inline]
 fn is_response(op: u8) -> bool {
-    op == Op::Ack as u8 || op == Op::ReadResp as u8 || op == Op::AtomicResp as u8
+    matches!(
+        Op::from_raw(op),
+        Some(Op::Ack | Op::ReadResp | Op::AtomicResp)
+    )
 }
 
 impl ShmEp {
