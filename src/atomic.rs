@@ -379,6 +379,8 @@ pub const fn query(
 /// count must be at least 1) or not a whole number of elements, or when `operand`,
 /// `compare` or `fetch` does not have the length described above. Buffers may be
 /// unaligned; elements are read and written in native byte order.
+// Inlined for its fast path only: everything else is one call of `apply_generic`.
+#[inline]
 pub fn apply(
     class: AtomicClass,
     op: AtomicOp,
@@ -411,6 +413,20 @@ pub fn apply(
             return Ok(());
         }
     }
+    apply_generic(class, op, dt, target, operand, compare, fetch)
+}
+
+/// [`apply`] past its fast path.
+#[inline(never)]
+fn apply_generic(
+    class: AtomicClass,
+    op: AtomicOp,
+    dt: Datatype,
+    target: &mut [u8],
+    operand: &[u8],
+    compare: &[u8],
+    fetch: Option<&mut [u8]>,
+) -> Result<()> {
     if !is_valid(class, op, dt) {
         return Err(Error::OpNotSupp);
     }

@@ -323,6 +323,51 @@ impl<U> MrTable<U> {
         }
     }
 
+    /// [`check`](Self::check) of an access that must touch one contiguous piece of
+    /// local memory (an atomic's target): the local address of its first byte and the
+    /// owner's data, without the chunk iterator.
+    ///
+    /// The same errors in the same order as `check`, and `Error::Fault` as well when
+    /// `len` is 0 or the range, though inside the region, spans two local pieces:
+    /// exactly when `check` would yield anything but one chunk of `len` bytes.
+    #[inline]
+    pub fn check_contiguous(
+        &self,
+        key: MrKey,
+        addr: u64,
+        len: usize,
+        access: MrAccess,
+    ) -> Result<(usize, &U)> {
+        let e = match self.entries.get(&key) {
+            Some(e) if e.enabled => e,
+            _ => return Err(Error::KeyRejected),
+        };
+        if !e.access.contains(access) {
+            return Err(Error::Access);
+        }
+        let end = u64::try_from(len)
+            .ok()
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Error::Fault)?;
+        // One piece (every region of one buffer) needs no search.
+        let p = match e.pieces.as_slice() {
+            [one] => one,
+            many => {
+                let i = many.partition_point(|p| p.at <= addr);
+                &many[i.checked_sub(1).ok_or(Error::Fault)?]
+            }
+        };
+        // `p.at + p.len` does not overflow (see `Piece`); `addr < end` rules out
+        // `len == 0`, and `end <= p.at + p.len` keeps the range in this piece, which
+        // is inside its stretch, so `check` would pass it as one chunk of `len`.
+        if p.at <= addr && addr < end && end <= p.at + p.len {
+            // Fits in usize: bounded by the piece's local range.
+            Ok((p.mem + (addr - p.at) as usize, &e.user))
+        } else {
+            Err(Error::Fault)
+        }
+    }
+
     /// Number of registered regions.
     #[inline]
     pub fn len(&self) -> usize {
@@ -715,6 +760,55 @@ mod tests {
         assert!(t.get(k).is_none());
     }
 
+    #[test]
+    fn check_contiguous_errors_in_check_order() {
+        let mut t: MrTable<u8> = MrTable::new(MrMode::empty());
+        let k = t
+            .register(
+                &[seg(0x1000, 16), seg(0x4000, 16)],
+                MrAccess::REMOTE_READ,
+                0,
+                9,
+                7,
+            )
+            .unwrap();
+        assert_eq!(
+            t.check_contiguous(k + 1, 0, 8, MrAccess::REMOTE_READ).err(),
+            Some(Error::KeyRejected)
+        );
+        assert_eq!(
+            t.check_contiguous(k, 0, 8, RW).err(),
+            Some(Error::Access),
+            "access before bounds"
+        );
+        assert_eq!(
+            t.check_contiguous(k, 8, 8, MrAccess::REMOTE_READ),
+            Ok((0x1008, &7))
+        );
+        assert_eq!(
+            t.check_contiguous(k, 16, 8, MrAccess::REMOTE_READ),
+            Ok((0x4000, &7))
+        );
+        // In the region but across two pieces, empty, past the end, wrapping.
+        for (addr, len) in [(12, 8), (4, 0), (28, 8), (u64::MAX - 3, 8)] {
+            assert_eq!(
+                t.check_contiguous(k, addr, len, MrAccess::REMOTE_READ)
+                    .err(),
+                Some(Error::Fault),
+                "{addr} {len}"
+            );
+        }
+        // Disabled regions are rejected like unknown keys.
+        let mut t: MrTable<u8> = MrTable::new(MrMode::ENDPOINT);
+        let k = t.register(&[seg(0x1000, 16)], RW, 0, 9, 7).unwrap();
+        assert_eq!(
+            t.check_contiguous(k, 0, 8, RW).err(),
+            Some(Error::KeyRejected)
+        );
+        t.enable(k).unwrap();
+        assert_eq!(t.check_contiguous(k, 0, 8, RW), Ok((0x1000, &7)));
+    }
+
     mod props {
         use super::*;
         use proptest::prelude::*;
@@ -809,6 +903,31 @@ mod tests {
                             want
                         ),
                     }
+                }
+            }
+
+            /// `check_contiguous` answers exactly as `check` followed by the atomic
+            /// target's rule (one chunk of `len` bytes, else `Fault`).
+            #[test]
+            fn check_contiguous_matches_check(
+                segs in segment_lists(),
+                virt in any::<bool>(),
+                offset in prop_oneof![0u64..50, Just(u64::MAX - 200)],
+                probes in prop::collection::vec((0u64..1300, 0usize..60), 1..24),
+            ) {
+                let mode = if virt { MrMode::VIRT_ADDR } else { MrMode::empty() };
+                let mut t: MrTable<()> = MrTable::new(mode);
+                let k = t.register(&segs, RW, offset, 1, ()).unwrap();
+                for (a, len) in probes {
+                    let addr = if virt { a } else { offset.wrapping_add(a).wrapping_sub(20) };
+                    let want = t.check(k, addr, len, RW).and_then(|(mut c, _)| {
+                        match (c.next(), c.next()) {
+                            (Some(one), None) if one.len == len => Ok(one.addr),
+                            _ => Err(Error::Fault),
+                        }
+                    });
+                    let got = t.check_contiguous(k, addr, len, RW).map(|(a, _)| a);
+                    prop_assert_eq!(got, want, "addr {} len {}", addr, len);
                 }
             }
 

@@ -144,6 +144,40 @@ fn req<'a>(op: Op, iov: &'a [&'a [u8]], dest: FiAddr, ctx: Context) -> TxReq<'a>
     }
 }
 
+/// The checks of `fi_atomic(3)` every atomic passes before anything else: the
+/// combination is valid for `class` (else `FI_EOPNOTSUPP`), and the `n` bytes it
+/// touches at the target (`operand` bytes, or `result` bytes for `FI_ATOMIC_READ`) are
+/// a whole, non-zero number of elements within the limit, matched by `compare` and
+/// `result` where the class has them (else `FI_EINVAL`). Returns `n`.
+#[inline(always)]
+fn atomic_len(
+    class: AtomicClass,
+    op: AtomicOp,
+    dt: Datatype,
+    operand: usize,
+    compare: usize,
+    result: usize,
+) -> Result<usize> {
+    if !atomic::is_valid(class, op, dt) {
+        return Err(Error::OpNotSupp);
+    }
+    let size = dt.size();
+    let n = if op == AtomicOp::AtomicRead {
+        result
+    } else {
+        operand
+    };
+    if n == 0 || !n.is_multiple_of(size) || n > crate::domain::MAX_ATOMIC_SIZE {
+        return Err(Error::Inval);
+    }
+    if (class == AtomicClass::Compare && compare != n)
+        || (class != AtomicClass::Base && result != n)
+    {
+        return Err(Error::Inval);
+    }
+    Ok(n)
+}
+
 fn atomic_req<'a>(
     class: AtomicClass,
     iov: &'a [&'a [u8]],
@@ -151,23 +185,14 @@ fn atomic_req<'a>(
     result: RawIov,
     m: &AtomicMsg<'_>,
 ) -> Result<TxReq<'a>> {
-    if !atomic::is_valid(class, m.op, m.datatype) {
-        return Err(Error::OpNotSupp);
-    }
-    let size = m.datatype.size();
-    let n = if m.op == AtomicOp::AtomicRead {
-        result.len()
-    } else {
-        iov.iter().map(|s| s.len()).sum()
-    };
-    if n == 0 || !n.is_multiple_of(size) || n > crate::domain::MAX_ATOMIC_SIZE {
-        return Err(Error::Inval);
-    }
-    if (class == AtomicClass::Compare && compare.len() != n)
-        || (class != AtomicClass::Base && result.len() != n)
-    {
-        return Err(Error::Inval);
-    }
+    let n = atomic_len(
+        class,
+        m.op,
+        m.datatype,
+        iov.iter().map(|s| s.len()).sum(),
+        compare.len(),
+        result.len(),
+    )?;
     let bits = match class {
         AtomicClass::Base => 0,
         AtomicClass::Fetch => HDR_FETCH,
@@ -720,15 +745,33 @@ macro_rules! tx_calls {
                 result: &mut [u8],
                 flags: OpFlags,
             ) -> Result<()> {
-                let iov = [m.operand];
-                let iov: &[&[u8]] = if m.op == AtomicOp::AtomicRead {
-                    &[]
-                } else {
-                    &iov
+                // Checked here as `atomic_req` checks it; the entry builds the request
+                // only when it takes the generic path.
+                let n = atomic_len(
+                    AtomicClass::Fetch,
+                    m.op,
+                    m.datatype,
+                    m.operand.len(),
+                    0,
+                    result.len(),
+                )?;
+                let rma = RmaIov {
+                    addr: m.remote_addr,
+                    len: n,
+                    key: m.key,
                 };
-                let mut r = atomic_req(AtomicClass::Fetch, iov, &[], RawIov::one(result), m)?;
-                r.data = data_of(flags, m.data);
-                self.ep().post_tx(self.txi(), &r, flags)
+                self.ep().post_fetch(
+                    self.txi(),
+                    m.operand,
+                    RawIov::one(result),
+                    m.datatype,
+                    m.op,
+                    m.addr,
+                    rma,
+                    data_of(flags, m.data),
+                    m.context,
+                    flags,
+                )
             }
             /// `fi_compare_atomic`: swaps per `op` when `compare` matches; `result`
             /// receives the previous values.

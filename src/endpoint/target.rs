@@ -8,13 +8,16 @@ use crate::error::Error;
 use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
-use crate::provider::{Payload, Pull};
+use crate::provider::{Payload, Provider, Pull, Transport};
 use crate::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::EpInner;
 
 /// Most registered segments one read response may gather.
 const MAX_CHUNKS: usize = 8;
+/// Bytes of the old values an atomic fetches into a buffer on the stack of
+/// [`EpInner::on_atomic`] itself.
+const SMALL_ATOMIC: usize = 64;
 
 impl<S: Config> EpInner<S> {
     /// A region bound to another endpoint (`FI_MR_ENDPOINT`) is not reachable here.
@@ -156,48 +159,108 @@ impl<S: Config> EpInner<S> {
     /// Applies an atomic operation and answers with the old values when asked.
     /// Operands (at most `MAX_ATOMIC_SIZE` bytes) travel in the packet: a remote
     /// payload is answered with `FI_EIO`.
+    ///
+    /// One or a few elements (at most 64 bytes, almost every atomic) are fetched into
+    /// a small buffer on this frame; longer vectors take [`Self::on_atomic_long`],
+    /// whose buffer is zeroed only for them.
+    #[inline]
     pub(crate) fn on_atomic<R: Pull>(
         &self,
         hdr: &Header,
         src_name: &[u8],
         payload: Payload<'_, R>,
     ) {
+        let n = hdr.aux as usize;
+        if n > SMALL_ATOMIC {
+            return self.on_atomic_long(hdr, src_name, payload);
+        }
+        let mut small = [0u8; SMALL_ATOMIC];
+        self.atomic_serve(hdr, src_name, payload, &mut small[..n]);
+    }
+
+    /// [`Self::on_atomic`] of more than [`SMALL_ATOMIC`] bytes.
+    #[cold]
+    #[inline(never)]
+    fn on_atomic_long<R: Pull>(&self, hdr: &Header, src_name: &[u8], payload: Payload<'_, R>) {
+        let mut large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
+        let n = hdr.aux as usize;
+        // Longer than the limit: `atomic_apply` answers `FI_EMSGSIZE` without
+        // touching the (then empty) buffer.
+        let old: &mut [u8] = if n <= large.len() {
+            &mut large[..n]
+        } else {
+            &mut []
+        };
+        self.atomic_serve(hdr, src_name, payload, old);
+    }
+
+    /// Applies atomic request `hdr` and answers it: with the `old.len()` (`hdr.aux`,
+    /// or none past the limit) bytes fetched into `old` when the request fetches.
+    #[inline(always)]
+    fn atomic_serve<R: Pull>(
+        &self,
+        hdr: &Header,
+        src_name: &[u8],
+        payload: Payload<'_, R>,
+        old: &mut [u8],
+    ) {
         let fetch = hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0;
         let resp = if fetch { Op::AtomicResp } else { Op::Ack };
-        let fail = |e: Error| self.reply(hdr, src_name, resp, e.code() as u32, &[]);
-        let Some(payload) = payload.inline() else {
-            return fail(Error::Io);
+        let res = match payload.inline() {
+            Some(payload) => self.atomic_apply(hdr, payload, fetch, old),
+            None => Err(Error::Io),
         };
-        let Some(rx) = self.rx.get(hdr.rx_idx as usize) else {
-            return fail(Error::NoRx);
-        };
-        let (caps, cntr_w, cntr_r) = rx
-            .state
-            .with(|st| (st.caps, st.cntr_rem_write.clone(), st.cntr_rem_read.clone()));
-        if !caps.contains(Caps::ATOMIC) {
-            return fail(Error::OpNotSupp);
+        match res {
+            Ok(()) => self.atomic_reply(hdr, src_name, resp, 0, if fetch { old } else { &[] }),
+            Err(e) => self.atomic_reply(hdr, src_name, resp, e.code() as u32, &[]),
         }
-        let (Some(op), Some(dt)) = (
-            AtomicOp::from_raw(hdr.atomic_op),
-            Datatype::from_raw(hdr.datatype),
-        ) else {
-            return fail(Error::Inval);
+    }
+
+    /// The target's checks of atomic request `hdr` with operands (and compare values)
+    /// `payload`, then the operation, the old values going to `old` when `fetch`;
+    /// counted on success. `old.len()` is `hdr.aux` up to the limit.
+    #[inline(always)]
+    fn atomic_apply(
+        &self,
+        hdr: &Header,
+        payload: &[u8],
+        fetch: bool,
+        old: &mut [u8],
+    ) -> Result<(), Error> {
+        let rx = self.rx.get(hdr.rx_idx as usize).ok_or(Error::NoRx)?;
+        let op = AtomicOp::from_raw(hdr.atomic_op);
+        // Counted as the endpoint's counters count it: a read or a write. Only the
+        // counter that counts it is taken (a clone of an absent one is one test).
+        let read = op == Some(AtomicOp::AtomicRead);
+        let (caps, cntr) = rx.state.with(|st| {
+            let c = if read {
+                &st.cntr_rem_read
+            } else {
+                &st.cntr_rem_write
+            };
+            (st.caps, c.clone())
+        });
+        if !caps.contains(Caps::ATOMIC) {
+            return Err(Error::OpNotSupp);
+        }
+        let (Some(op), Some(dt)) = (op, Datatype::from_raw(hdr.datatype)) else {
+            return Err(Error::Inval);
         };
         let class = if hdr.flags & HDR_COMPARE != 0 {
             AtomicClass::Compare
-        } else if hdr.flags & HDR_FETCH != 0 {
+        } else if fetch {
             AtomicClass::Fetch
         } else {
             AtomicClass::Base
         };
         let n = hdr.aux as usize;
         if n > crate::domain::MAX_ATOMIC_SIZE {
-            return fail(Error::MsgSize);
+            return Err(Error::MsgSize);
         }
         let (operand, compare) = match class {
             // `n <= MAX_ATOMIC_SIZE`: no overflow.
             AtomicClass::Compare if payload.len() == 2 * n => payload.split_at(n),
-            AtomicClass::Compare => return fail(Error::Inval),
+            AtomicClass::Compare => return Err(Error::Inval),
             _ => (payload, &[][..]),
         };
         let access = match (class, op) {
@@ -205,53 +268,52 @@ impl<S: Config> EpInner<S> {
             (_, AtomicOp::AtomicRead) => MrAccess::REMOTE_READ,
             _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
         };
-        // The fetched old value: one or a few elements almost always, so a small buffer
-        // serves them and the 4 KiB one is zeroed only for the rare long vector (zeroing
-        // it for every atomic cost more than the whole operation).
-        let mut small = [0u8; 64];
-        let mut large;
-        let old: &mut [u8] = if n <= small.len() {
-            &mut small[..n]
+        let kind = if read {
+            BindFlags::REMOTE_READ
         } else {
-            large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
-            &mut large[..n]
+            BindFlags::REMOTE_WRITE
         };
-        let res = self.domain.mr.with(|t| {
-            let (mut chunks, user) = t.check(hdr.key, hdr.addr, n, access)?;
+        let mr_cntr = self.domain.mr.with(|t| -> Result<_, Error> {
+            // An atomic must touch one contiguous piece of memory.
+            let (addr, user) = t.check_contiguous(hdr.key, hdr.addr, n, access)?;
             self.bound_here(user)?;
-            let c = chunks.next().ok_or(Error::Fault)?;
-            if c.len != n || chunks.next().is_some() {
-                // An atomic must touch one contiguous piece of memory.
-                return Err(Error::Fault);
-            }
             // SAFETY: checked, live, exclusively accessed under the table lock.
-            let target = unsafe { mem::region_mut(c.addr, c.len) };
+            let target = unsafe { mem::region_mut(addr, n) };
             let fetch_buf = if fetch { Some(&mut *old) } else { None };
             atomic::apply(class, op, dt, target, operand, compare, fetch_buf)?;
-            // Counted as the endpoint's counters count it: a read or a write.
-            let kind = if op == AtomicOp::AtomicRead {
-                BindFlags::REMOTE_READ
+            Ok(if user.cntr_flags.contains(kind) {
+                user.cntr.clone()
             } else {
-                BindFlags::REMOTE_WRITE
-            };
-            Ok(user.cntr.clone().filter(|_| user.cntr_flags.contains(kind)))
-        });
-        match res {
-            Ok(mr_cntr) => {
-                if let Some(c) = mr_cntr {
-                    c.inc();
-                }
-                if op == AtomicOp::AtomicRead {
-                    if let Some(c) = cntr_r {
-                        c.inc();
-                    }
-                } else if let Some(c) = cntr_w {
-                    c.inc();
-                }
-                let out: &[&[u8]] = if fetch { &[&*old] } else { &[] };
-                self.reply(hdr, src_name, resp, 0, out);
-            }
-            Err(e) => fail(e),
+                None
+            })
+        })?;
+        if let Some(c) = mr_cntr {
+            c.inc();
         }
+        if let Some(c) = cntr {
+            c.inc();
+        }
+        Ok(())
+    }
+
+    /// Answers atomic request `req` with `op` (`AtomicResp` or `Ack`), `status` and
+    /// the old values `out` (empty unless it fetched and succeeded): the response
+    /// [`EpInner::reply`] sends, for a payload of at most one piece.
+    #[inline(always)]
+    fn atomic_reply(&self, req: &Header, src_name: &[u8], op: Op, status: u32, out: &[u8]) {
+        let hdr = Header {
+            op: op as u8,
+            tx_idx: req.tx_idx,
+            req: req.req,
+            status,
+            len: out.len() as u64,
+            ..Header::default()
+        };
+        let parts: &[&[u8]] = if out.is_empty() { &[] } else { &[out] };
+        // A peer that vanished cannot take its answer; nothing else is waiting for it.
+        let _ = self.sender.with(|tx| {
+            self.transport
+                .reply(tx, src_name, &hdr, parts, S::Provider::resolve)
+        });
     }
 }

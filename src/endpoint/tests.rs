@@ -1083,3 +1083,110 @@ mod hostile {
         }
     }
 }
+
+/// Atomic requests a peer forged past what a real initiator sends are answered with
+/// the error the target's checks give, in their order: a length over the limit
+/// (`FI_EMSGSIZE`, on the long-vector path), a compare payload of the wrong size
+/// (`FI_EINVAL`); memory stays untouched.
+#[test]
+fn forged_atomic_requests_are_answered_with_errors() {
+    let (a, b, b_at_a, _) = pair();
+    let mut mem = pattern(64, 9);
+    let orig = mem.clone();
+    let mut old = [0u8; 8];
+    {
+        let mr = b.domain.mr_reg(&mut mem, &mr_attr(0x90)).unwrap();
+        let one = 1u64.to_le_bytes();
+        for (i, (aux, flags, want)) in [
+            (crate::domain::MAX_ATOMIC_SIZE as u32 + 8, 0, Error::MsgSize),
+            (u32::MAX, 0, Error::MsgSize),
+            (8, crate::wire::HDR_COMPARE, Error::Inval),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let ctx = Context(150 + i);
+            // SAFETY: `old` outlives the operation.
+            unsafe {
+                a.ep.fetch_atomic(
+                    &one,
+                    &mut old,
+                    Datatype::Uint64,
+                    AtomicOp::Sum,
+                    b_at_a,
+                    mr.remote_addr(),
+                    mr.key(),
+                    ctx,
+                )
+            }
+            .unwrap();
+            let mut req = b.far().inbox.q().pop_front().unwrap();
+            assert_eq!(req.hdr.op, Op::Atomic as u8);
+            req.hdr.aux = aux;
+            req.hdr.flags |= flags;
+            b.far().inject(req.hdr, a.far().name, req.body);
+            let e = err(&a.cq, &[&b.domain]);
+            assert_eq!((e.err, e.context), (want, ctx), "aux {aux} flags {flags}");
+        }
+    }
+    assert_eq!(mem, orig);
+    assert_eq!(old, [0; 8], "no result of a failed fetch");
+}
+
+/// The fetch entry's direct path hands every case it does not take to the generic
+/// one, which answers as before: a disabled endpoint, and a fence behind an operation
+/// in flight (queued, sent once the operation completed).
+#[test]
+fn fetch_entry_falls_back_to_the_generic_path() {
+    let info = Far::candidates().remove(0);
+    let fabric = Fabric::<Net>::open(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let idle = domain.endpoint(&info).unwrap();
+    let mut old = [0u8; 8];
+    let mut buf = [0u8; 8];
+    let one = 1u64.to_le_bytes();
+    // SAFETY: the call fails; nothing is recorded.
+    let r = unsafe {
+        idle.fetch_atomic(
+            &one,
+            &mut old,
+            Datatype::Uint64,
+            AtomicOp::Sum,
+            FiAddr(0),
+            0,
+            1,
+            Context(160),
+        )
+    };
+    assert_eq!(r, Err(Error::OpBadState));
+
+    let (a, b, b_at_a, _) = pair();
+    let mut mem = 7u64.to_le_bytes().to_vec();
+    {
+        let mr = b.domain.mr_reg(&mut mem, &mr_attr(0x91)).unwrap();
+        let (addr, key) = (mr.remote_addr(), mr.key());
+        // SAFETY: `buf` outlives the read.
+        unsafe { a.ep.read(&mut buf, b_at_a, addr, key, Context(161)) }.unwrap();
+        let m = AtomicMsg {
+            operand: &one,
+            addr: b_at_a,
+            remote_addr: addr,
+            key,
+            datatype: Datatype::Uint64,
+            op: AtomicOp::Sum,
+            context: Context(162),
+            data: 0,
+        };
+        // SAFETY: `old` outlives the operation.
+        unsafe { a.ep.fetch_atomicmsg(&m, &mut old, OpFlags::FENCE) }.unwrap();
+        assert_eq!(b.far().inbox.q().len(), 1, "the fenced fetch waits");
+        assert_eq!(ok(&a.cq, &[&b.domain]).op_context, Context(161));
+        let e = ok(&a.cq, &[&b.domain]);
+        assert_eq!(
+            (e.op_context, e.flags),
+            (Context(162), CqFlags::ATOMIC | CqFlags::READ)
+        );
+    }
+    assert_eq!((buf, old), (7u64.to_le_bytes(), 7u64.to_le_bytes()));
+    assert_eq!(mem, 8u64.to_le_bytes());
+}

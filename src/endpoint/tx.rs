@@ -292,6 +292,175 @@ impl<S: Config> EpInner<S> {
         self.transmit_packet(st, txi, &r, buf.len(), flags, want)
     }
 
+    /// `fi_fetch_atomic` / `fi_fetch_atomicmsg` of the operand `operand` (ignored for
+    /// `FI_ATOMIC_READ`), `n` bytes of old values going to `result`, at `rma` (`rma.len`
+    /// is `n`) of `dest`; the caller validated it as [`crate::atomic::is_valid`] and
+    /// the sizes of `fi_atomic(3)` require (what the generic request is built after).
+    ///
+    /// A fetch that no fence orders goes straight to the transport's direct path and
+    /// then to [`Transport::send`] of its packet ([`Self::fetch_direct`]), without the
+    /// generic request and its per-operation tests; everything else (a fence, a test
+    /// of the generic prologue that would not pass straight through) is
+    /// [`Self::post_tx`] of the same request.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn post_fetch(
+        &self,
+        txi: usize,
+        operand: &[u8],
+        result: RawIov,
+        dt: Datatype,
+        op: AtomicOp,
+        dest: FiAddr,
+        rma: RmaIov,
+        data: Option<u64>,
+        ctx: Context,
+        flags: OpFlags,
+    ) -> Result<()> {
+        let one = [operand];
+        // `FI_ATOMIC_READ` sends no operand (as the generic request).
+        let iov: &[&[u8]] = if op == AtomicOp::AtomicRead {
+            &[]
+        } else {
+            &one
+        };
+        let f = Fetch {
+            iov,
+            result,
+            dt,
+            op,
+            dest,
+            rma,
+            data,
+            ctx,
+        };
+        if !flags.contains(OpFlags::FENCE) {
+            if let Some(res) = self.fetch_direct(txi, &f, flags) {
+                return res;
+            }
+        }
+        self.post_fetch_generic(txi, &f, flags)
+    }
+
+    /// The generic path of [`Self::post_fetch`], out of line so that the direct one
+    /// keeps a small frame.
+    #[inline(never)]
+    fn post_fetch_generic(&self, txi: usize, f: &Fetch<'_>, flags: OpFlags) -> Result<()> {
+        self.post_tx(txi, &f.req(), flags)
+    }
+
+    /// The direct attempt of [`Self::post_fetch`] (whose caller ruled out `FI_FENCE`):
+    /// `None` when a test of the generic prologue ([`Self::post_tx_sized`],
+    /// [`Self::transmit`]) would not pass straight through (an unknown, disabled or
+    /// fenced context, a missing capability or address vector, a length over the
+    /// limits, a full CQ), so that nothing was done and the generic path answers.
+    /// Otherwise exactly what [`Self::transmit_direct`] and then
+    /// [`Self::transmit_packet`] do with the request: performed or failed at the
+    /// initiator by the transport's direct path, held behind the operations in
+    /// flight, or sent as a packet awaiting its response.
+    #[inline(always)]
+    fn fetch_direct(&self, txi: usize, f: &Fetch<'_>, flags: OpFlags) -> Option<Result<()>> {
+        let tx = self.tx.get(txi)?;
+        tx.state.with(|st| {
+            let len = payload_len_of(f.iov);
+            let want = admit::<S, false, false>(st, Caps::ATOMIC, len, flags)?;
+            let av = st.av.as_ref()?;
+            let cflags = CqFlags::ATOMIC | CqFlags::READ;
+            // An operation performed now would overtake those waiting for responses.
+            let hold = st.pending.in_flight() > 0;
+            let pending = &mut st.pending;
+            let outcome = av.with_peer(f.dest, |peer, rx| {
+                if <TransportOf<S> as Transport>::DIRECT {
+                    let req = DirectReq {
+                        op: DirectOp::Atomic {
+                            class: AtomicClass::Fetch,
+                            op: f.op,
+                            dt: f.dt,
+                        },
+                        addr: f.rma.addr,
+                        key: f.rma.key,
+                        len: f.rma.len,
+                        payload: f.iov,
+                        compare: &[],
+                    };
+                    let result = &f.result;
+                    let mut filled = 0usize;
+                    let d = self.sender.with(|tx| {
+                        self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
+                            // SAFETY: as in `transmit_direct`: `result` was recorded by
+                            // an `unsafe` fetch call whose contract keeps it valid and
+                            // unaliased until completion, which is now; `fill` writes
+                            // at most what is left of it after `filled` bytes.
+                            filled += unsafe { result.advance(filled).fill(&[b]) };
+                        })
+                    });
+                    match d {
+                        Direct::Declined => {}
+                        Direct::Held => return Ok(Fetched::Held),
+                        Direct::Done if filled == result.len() => return Ok(Fetched::Done),
+                        // A transport handing out the wrong amount of result data.
+                        Direct::Done => return Ok(Fetched::Failed(Error::Io)),
+                        Direct::Failed(e) => return Ok(Fetched::Failed(e)),
+                    }
+                }
+                let p = Pending {
+                    ctx: f.ctx,
+                    flags: cflags,
+                    len,
+                    result: f.result,
+                    want,
+                    cntr: CntrKind::Read,
+                    gen: 0,
+                };
+                let id = pending.insert(p).ok_or(Error::Again)?;
+                let mut hdr = Header {
+                    op: Op::Atomic as u8,
+                    flags: HDR_FETCH,
+                    atomic_op: f.op.as_raw(),
+                    datatype: f.dt.as_raw(),
+                    rx_idx: rx as u16,
+                    tx_idx: txi as u16,
+                    aux: f.rma.len as u32,
+                    req: id,
+                    addr: f.rma.addr,
+                    key: f.rma.key,
+                    len: len as u64,
+                    ..Header::default()
+                };
+                if let Some(d) = f.data {
+                    hdr.flags |= HDR_REMOTE_CQ_DATA;
+                    hdr.data = d;
+                }
+                match self
+                    .sender
+                    .with(|tx| self.transport.send(tx, peer, &hdr, f.iov))
+                {
+                    Ok(()) => Ok(Fetched::Sent),
+                    Err(e) => {
+                        pending.take(id);
+                        Err(e)
+                    }
+                }
+            });
+            Some(match outcome {
+                Ok(Fetched::Sent) => Ok(()),
+                Ok(Fetched::Done) => {
+                    st.succeed(CntrKind::Read, want, f.ctx, cflags, len);
+                    Ok(())
+                }
+                Ok(Fetched::Failed(e)) => {
+                    st.fail(CntrKind::Read, f.ctx, cflags, e, e.code());
+                    Ok(())
+                }
+                Ok(Fetched::Held) => {
+                    hold_fetch(st, f, flags);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            })
+        })
+    }
+
     /// Sends a checked request carrying `len` payload bytes and completes it at once
     /// unless it waits for a response.
     #[inline]
@@ -631,7 +800,60 @@ impl<S: Config> TxState<S> {
     }
 }
 
-/// The gather list followed by the compare values of a compare atomic, and how many
+/// A fetching atomic of [`EpInner::post_fetch`]: the fields of its request that are
+/// not constant.
+struct Fetch<'a> {
+    iov: &'a [&'a [u8]],
+    result: RawIov,
+    dt: Datatype,
+    op: AtomicOp,
+    dest: FiAddr,
+    rma: RmaIov,
+    data: Option<u64>,
+    ctx: Context,
+}
+
+impl<'a> Fetch<'a> {
+    /// The generic request of the same operation.
+    #[inline]
+    fn req(&self) -> TxReq<'a> {
+        TxReq {
+            op: Op::Atomic,
+            iov: self.iov,
+            compare: &[],
+            result: self.result,
+            dest: self.dest,
+            tag: 0,
+            data: self.data,
+            rma: self.rma,
+            atomic: (self.op.as_raw(), self.dt.as_raw(), HDR_FETCH),
+            ctx: self.ctx,
+        }
+    }
+}
+
+/// What [`EpInner::fetch_direct`] did with a fetch the address vector resolved.
+enum Fetched {
+    /// Sent as a packet; its response completes it.
+    Sent,
+    /// Performed at the initiator.
+    Done,
+    /// Refused by the target's checks at the initiator.
+    Failed(Error),
+    /// To be performed at the initiator once the operations in flight completed.
+    Held,
+}
+
+/// A fetch the transport's direct path holds ([`Direct::Held`]): queued in front,
+/// fenced, as [`EpInner::transmit_direct`] queues it.
+#[cold]
+#[inline(never)]
+fn hold_fetch<S: Config>(st: &mut TxState<S>, f: &Fetch<'_>, flags: OpFlags) {
+    st.fenced
+        .push_front(OwnedTx::from_req(&f.req(), flags | OpFlags::FENCE));
+}
+
+/// The gather list followed by the compare values of a compare atomic, and how many/// The gather list followed by the compare values of a compare atomic, and how many
 /// buffers that is (`r.iov` holds at most `IOV_LIMIT` buffers: checked when posting).
 #[cold]
 fn gather<'a>(r: &TxReq<'a>) -> ([&'a [u8]; IOV_LIMIT + 1], usize) {
@@ -678,7 +900,12 @@ fn write_req<'a>(b: &'a [&'a [u8]; 1], dest: FiAddr, rma: RmaIov, ctx: Context) 
 
 #[inline]
 fn payload_len(r: &TxReq<'_>) -> usize {
-    match r.iov {
+    payload_len_of(r.iov)
+}
+
+#[inline]
+fn payload_len_of(iov: &[&[u8]]) -> usize {
+    match iov {
         [] => 0,
         [one] => one.len(),
         many => many.iter().map(|s| s.len()).sum(),

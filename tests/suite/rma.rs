@@ -1274,6 +1274,93 @@ fn atomic_errors<A: Api>() {
     assert_eq!(res[..8], ro_orig[8..16]);
 }
 
+/// Fetching atomics on each path of the core's fetch entry: the direct one (a plain
+/// fetch, `FI_ATOMIC_READ`, remote CQ data, which the target ignores, and a vector
+/// longer than the target's small result buffer) and the generic one it hands
+/// `FI_FENCE` to (held behind a write in flight, then seeing what it wrote).
+fn atomic_fetch_paths<A: Api>() {
+    let mut res = [0u8; 256];
+    let mut fenced = [0u8; 8];
+    let (a, b, b_at_a, _) = pair::<A>();
+    let start: Vec<u64> = (0..32).map(|i| i * 1000).collect();
+    let mut mem = bytes(&start);
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x81)).unwrap();
+    let (base, key) = (mr.remote_addr(), mr.key());
+    use AtomicClass::*;
+    use AtomicOp::*;
+    let u = Datatype::Uint64;
+
+    // 256 bytes: past the 64 the target fetches into on its own frame.
+    let ones = bytes(&[1u64; 32]);
+    let e = run_atomic(
+        &a, &b, b_at_a, Fetch, Sum, u, base, key, &ones, &[], &mut res, Context(1),
+    );
+    ok(e);
+    assert_eq!(res[..], bytes(&start)[..], "old values of the long vector");
+    let now: Vec<u64> = start.iter().map(|v| v + 1).collect();
+    assert_eq!(snapshot(&mr), bytes(&now));
+
+    let e = run_atomic(
+        &a,
+        &b,
+        b_at_a,
+        Fetch,
+        AtomicRead,
+        u,
+        base + 8,
+        key,
+        &[],
+        &[],
+        &mut res[..8],
+        Context(2),
+    );
+    ok(e);
+    assert_eq!(res[..8], bytes(&[1001u64])[..]);
+
+    let five = bytes(&[5u64]);
+    let m = AtomicMsg {
+        operand: &five,
+        addr: b_at_a,
+        remote_addr: base,
+        key,
+        datatype: u,
+        op: Sum,
+        context: Context(3),
+        data: 77,
+    };
+    // SAFETY: `res` outlives the nodes; read after the completion.
+    unsafe { a.ep.fetch_atomicmsg(&m, &mut res[..8], OpFlags::REMOTE_CQ_DATA) }.unwrap();
+    let e = wait_ok(&a.cq, &[&b.domain]);
+    check_entry(&e, Context(3), CqFlags::ATOMIC | CqFlags::READ, None, None, None);
+    assert_eq!(res[..8], bytes(&[1u64])[..]);
+
+    let written = bytes(&[40u64]);
+    a.ep.write(&written, b_at_a, base + 16, key, Context(4))
+        .unwrap();
+    let one = bytes(&[1u64]);
+    let m = AtomicMsg {
+        operand: &one,
+        remote_addr: base + 16,
+        context: Context(5),
+        ..m
+    };
+    // SAFETY: `fenced` outlives the nodes; read after the completion.
+    unsafe { a.ep.fetch_atomicmsg(&m, &mut fenced, OpFlags::FENCE) }.unwrap();
+    let e1 = wait_ok(&a.cq, &[&b.domain]);
+    let e2 = wait_ok(&a.cq, &[&b.domain]);
+    assert_eq!((e1.context(), e2.context()), (Context(4), Context(5)));
+    check_entry(&e2, Context(5), CqFlags::ATOMIC | CqFlags::READ, None, None, None);
+    assert_eq!(fenced, *bytes(&[40u64]), "the fenced fetch saw the write");
+    let mut want = now;
+    want[0] += 5;
+    want[2] = 41;
+    assert_eq!(snapshot(&mr), bytes(&want));
+    assert_eq!(a.cntr_tx.read_err(), 0);
+    // The target makes no completion of its own for atomics, remote CQ data or not.
+    let mut none = [A::Entry::default(); 1];
+    assert_eq!(b.cq.read(&mut none), Err(Error::Again));
+}
+
 // ---------------------------------------------------------------------------------
 // Triggered operations
 // ---------------------------------------------------------------------------------
@@ -1731,6 +1818,7 @@ conformance_matrix!([
     atomic_valid_queries,
     atomic_invalid_rejected,
     atomic_errors,
+    atomic_fetch_paths,
     triggered_send,
     triggered_write_atomic,
     triggered_threshold_order,

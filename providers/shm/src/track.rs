@@ -10,11 +10,13 @@
 //! index), so they rarely share a slot. A request whose slot is taken goes to an
 //! overflow map behind a mutex, which is consulted only while it holds something.
 //!
-//! Each slot's state word is `seq << 2 | tag`: empty, claimed by a tracker writing the
-//! fields, or full. The tracker moves empty → claimed → full, a remover full → empty
-//! with the next `seq`, both by compare-and-swap, so a remover that read the fields of
-//! a full slot frees it only if it is still the same occupancy (no ABA), and at most
-//! one remover wins. While a slot is full its fields do not change.
+//! Each slot's state word is `seq << 2 | tag`: empty or full. The tracker (one at a
+//! time: the endpoint's sender) writes the fields of an empty slot and publishes it
+//! full with a release store; a remover moves it full → empty with the next `seq` by
+//! compare-and-swap, so a remover that read the fields of a full slot frees it only
+//! if it is still the same occupancy (no ABA; fields it read while a new occupancy
+//! was being written are then discarded), and at most one remover wins. While a slot
+//! is full its fields do not change.
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -37,7 +39,6 @@ const SLOTS: usize = 1024;
 const SLOTS: usize = 2;
 
 const EMPTY: u64 = 0;
-const CLAIMED: u64 = 1;
 const FULL: u64 = 2;
 const TAG: u64 = 3;
 
@@ -111,16 +112,20 @@ impl Track {
     }
 
     /// Records request (`tx_idx`, `req`) to peer `nonce`, answered by `op`.
+    ///
+    /// Callers are serialized (the endpoint's one sender, which the core serializes):
+    /// an empty slot then stays empty until this call fills it, since removers only
+    /// ever act on full ones, so its fields are written while it reads empty and it
+    /// is published full with one release store, without a compare-and-swap (a
+    /// locked instruction on every request).
     #[inline]
     pub fn track(&self, tx_idx: u16, req: u64, nonce: u64, op: Op) {
         let i = index(tx_idx, req);
         let s = &self.slots[i];
-        let st = s.state.load(Ordering::Relaxed);
-        if st & TAG == EMPTY
-            && s.state
-                .compare_exchange(st, st | CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
+        // Acquire: the remover that emptied the slot read its old fields before
+        // (its compare-and-swap releases them), so they cannot see these stores.
+        let st = s.state.load(Ordering::Acquire);
+        if st & TAG == EMPTY {
             s.req.store(req, Ordering::Relaxed);
             s.nonce.store(nonce, Ordering::Relaxed);
             s.meta.store(meta(tx_idx, op), Ordering::Relaxed);

@@ -191,13 +191,20 @@ pub struct ShmRx {
     last_check: Instant,
 }
 
+// Tests the raw op against the constants: decoding it first (`Op::from_raw`) cost
+// more than the test.
 #[inline]
 fn response_of(hdr: &Header) -> Option<Op> {
-    match Op::from_raw(hdr.op)? {
-        Op::Write => Some(Op::Ack),
-        Op::ReadReq => Some(Op::ReadResp),
-        Op::Atomic => Some(Op::AtomicResp),
-        Op::Msg | Op::Tagged if hdr.flags & HDR_ACK != 0 => Some(Op::Ack),
+    const WRITE: u8 = Op::Write as u8;
+    const READ_REQ: u8 = Op::ReadReq as u8;
+    const ATOMIC: u8 = Op::Atomic as u8;
+    const MSG: u8 = Op::Msg as u8;
+    const TAGGED: u8 = Op::Tagged as u8;
+    match hdr.op {
+        WRITE => Some(Op::Ack),
+        READ_REQ => Some(Op::ReadResp),
+        ATOMIC => Some(Op::AtomicResp),
+        MSG | TAGGED if hdr.flags & HDR_ACK != 0 => Some(Op::Ack),
         _ => None,
     }
 }
@@ -214,13 +221,47 @@ impl ShmEp {
     /// Sends response `hdr` on channel `i`, whose peer was found alive and after
     /// earlier spills were retried. Never refused: when the ring has no room, or
     /// responses already wait, it joins the channel's spill queue.
+    ///
+    /// A response carried inline, with nothing spilled before it and room in the ring,
+    /// is written here in one step ([`write_response`]); everything else takes
+    /// [`ShmEp::respond_slow`].
     #[inline(always)]
     fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        let ch = &mut tx.chans[i];
+        if len <= self.shared.tuning.inline_max && ch.spill.is_empty() {
+            let need = cell::cells_for(cell::BODY_OFF + len) as u64;
+            // The request bound of `claim_fast` is stricter than a response's (no
+            // reserve), so what it passes fits; otherwise `claim` decides.
+            let pos = match claim_fast(ch, need) {
+                Some(pos) => Some(pos),
+                None => claim(ch, need, 0).ok(),
+            };
+            if let Some(pos) = pos {
+                write_response(ch, pos, need, hdr, payload);
+                ring(&ch.peer);
+                return Ok(());
+            }
+        }
+        self.respond_slow(tx, i, hdr, payload, len)
+    }
+
+    /// [`Self::respond`] of a response that is staged, waits behind spilled ones or
+    /// finds the ring full.
+    #[cold]
+    #[inline(never)]
+    fn respond_slow(
+        &self,
+        tx: &mut ShmTx,
+        i: usize,
+        hdr: &Header,
+        payload: &[&[u8]],
+        len: usize,
+    ) -> Result<()> {
         if !tx.chans[i].spill.is_empty() {
             tx.chans[i].spill.push_back((*hdr, payload.concat()));
             return Ok(());
         }
-        let len: usize = payload.iter().map(|p| p.len()).sum();
         match tx.put(i, hdr, payload, len, 0) {
             Ok(()) => {
                 ring(&tx.chans[i].peer);
@@ -541,6 +582,24 @@ fn write_packet(
     r.cell_word(off).store(w, Ordering::Release);
     ch.tail = pos + need;
     Ok(())
+}
+
+/// Writes response `hdr` with its inline payload `parts` (`need` cells together) at
+/// position `pos` of `ch`, which [`claim_fast`] or [`claim`] returned: the full packet
+/// [`write_packet`] writes, with the header's fixed-size copy and no tests of the
+/// forms a response never takes.
+#[inline(always)]
+fn write_response(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[&[u8]]) {
+    let mut pkt = ch
+        .peer
+        .region
+        .packet(ch.cell_off(pos), need as usize * CELL);
+    pkt.put(hdr.as_bytes());
+    for p in parts {
+        pkt.put(p);
+    }
+    pkt.publish(cell::word(pos, cell::FULL));
+    ch.tail = pos + need;
 }
 
 /// Writes message `m` (payload `parts`, `m.len` bytes, no receive context but the
