@@ -291,17 +291,7 @@ impl<U> MrTable<U> {
         len: usize,
         access: MrAccess,
     ) -> Result<(Chunks<'_>, &U)> {
-        let e = match self.entries.get(&key) {
-            Some(e) if e.enabled => e,
-            _ => return Err(Error::KeyRejected),
-        };
-        if !e.access.contains(access) {
-            return Err(Error::Access);
-        }
-        let end = u64::try_from(len)
-            .ok()
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Error::Fault)?;
+        let (e, end) = self.admit(key, addr, len, access)?;
         // The last piece starting at or before `addr`: since pieces are disjoint and
         // sorted, only its stretch can contain the range.
         let i = e.pieces.partition_point(|p| p.at <= addr);
@@ -323,6 +313,30 @@ impl<U> MrTable<U> {
         }
     }
 
+    /// The checks `check` and `check_contiguous` share, in their order: an enabled
+    /// region under `key`, with `access`, and a range end that does not overflow.
+    #[inline(always)]
+    fn admit(
+        &self,
+        key: MrKey,
+        addr: u64,
+        len: usize,
+        access: MrAccess,
+    ) -> Result<(&MrEntry<U>, u64)> {
+        let e = match self.entries.get(&key) {
+            Some(e) if e.enabled => e,
+            _ => return Err(Error::KeyRejected),
+        };
+        if !e.access.contains(access) {
+            return Err(Error::Access);
+        }
+        let end = u64::try_from(len)
+            .ok()
+            .and_then(|l| addr.checked_add(l))
+            .ok_or(Error::Fault)?;
+        Ok((e, end))
+    }
+
     /// [`check`](Self::check) of an access that must touch one contiguous piece of
     /// local memory (an atomic's target): the local address of its first byte and the
     /// owner's data, without the chunk iterator.
@@ -338,17 +352,7 @@ impl<U> MrTable<U> {
         len: usize,
         access: MrAccess,
     ) -> Result<(usize, &U)> {
-        let e = match self.entries.get(&key) {
-            Some(e) if e.enabled => e,
-            _ => return Err(Error::KeyRejected),
-        };
-        if !e.access.contains(access) {
-            return Err(Error::Access);
-        }
-        let end = u64::try_from(len)
-            .ok()
-            .and_then(|l| addr.checked_add(l))
-            .ok_or(Error::Fault)?;
+        let (e, end) = self.admit(key, addr, len, access)?;
         // One piece (every region of one buffer) needs no search.
         let p = match e.pieces.as_slice() {
             [one] => one,
