@@ -4,7 +4,7 @@
 # It runs examples/fastpath.rs with two message counts and divides the difference, so
 # set-up cost cancels out.
 #
-#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|compare] [domain|safe]
+#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|idle|compare] [domain|safe]
 #
 #   slice    the static default stack (Stack<Loopback>), tinject of a slice (default)
 #   array    tinject_array (the compile-time-proven length skips the run-time
@@ -15,6 +15,7 @@
 #            through its own shared-memory FIFO (transport included)
 #   fadd     fetch_atomic (FI_SUM, u64) into the endpoint's own registered word on
 #            shm, polled to completion: initiator, target and response
+#   idle     on shm, one empty CQ read (progress finds nothing): per read, not per message
 #   compare  slice and dynamic, then dynamic / static
 #   domain|safe  FI_THREAD_DOMAIN (default) or FI_THREAD_SAFE
 set -euo pipefail
@@ -37,7 +38,7 @@ measure() {
     echo "$1/$threading: instructions per message: $per"
 }
 case $mode in
-slice | array | dynamic | shm | fadd) measure "$mode" ;;
+slice | array | dynamic | shm | fadd | idle) measure "$mode" ;;
 compare)
     measure slice; s=$per
     measure dynamic; d=$per

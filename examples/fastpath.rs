@@ -1,7 +1,7 @@
 //! A fixed number of `tinject` + receiver CQ reads on the loopback (or shm) provider, for counting
 //! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd] [domain|safe]` (default 100000,
+//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd|idle] [domain|safe]` (default 100000,
 //! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
 //! `cq.read` that progresses, matches and returns the entry.
 //!
@@ -20,6 +20,9 @@
 //! * `fadd`: on shm, `fetch_atomic` (`FI_SUM` of 1 on one `u64`) into the endpoint's
 //!   own registered word, polled to its completion: initiator, target and response
 //!   in one thread.
+//! * `idle`: on shm (with a Map AV, so that its code is compiled apart from `shm`'s),
+//!   after one message, reads of the empty CQ: the cost of one look for work, which
+//!   sets how soon a busy-polling receiver notices an arrival.
 //!
 //! `safe` uses `FI_THREAD_SAFE` instead (`Stack<Loopback, ThreadSafe, Manual>` / the
 //! dynamic layer's thread-safe stack); `array` has no dynamic counterpart.
@@ -162,6 +165,35 @@ where
     finish(n, sum)
 }
 
+/// `n` reads of an empty CQ on shm, each of which must answer `Again`: the cost of one
+/// look for work, which sets how soon a busy-polling receiver notices an arrival.
+fn run_idle<S>(n: u64, threading: ThreadingLevel) -> Result<()>
+where
+    S: Config,
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let l = Loop::<S>::open(&hints(threading))?;
+    let mut entries = [CqTaggedEntry::default(); 4];
+    // One message first, so the receive ring has a channel in use as in a ping-pong.
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` outlives the receive, which completes in `wait` below.
+    unsafe { l.ep.trecv(&mut buf, FiAddr::UNSPEC, 42, 0, Context(1))? };
+    l.ep.tinject(&[1; 8], l.me, 42)?;
+    wait(&l.cq, &mut entries)?;
+    for _ in 0..n {
+        match l.cq.read(&mut entries) {
+            Err(Error::Again) => {}
+            Ok(_) => {
+                eprintln!("an entry arrived on an idle endpoint");
+                return Err(Error::Other);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    println!("{n} empty reads");
+    Ok(())
+}
+
 fn run_dynamic(n: u64, threading: ThreadingLevel) -> Result<()> {
     type Net = Registry<(Loopback,)>;
     let info = Net::getinfo(Some(&hints(threading)))?.remove(0);
@@ -228,9 +260,16 @@ fn main() -> Result<()> {
         ("shm", true) => run_static::<Stack<Shm, ThreadSafe, Manual>>(n, false, threading),
         ("fadd", false) => run_fadd::<Stack<Shm>>(n, threading),
         ("fadd", true) => run_fadd::<Stack<Shm, ThreadSafe, Manual>>(n, threading),
+        // The Map AV (which no empty read touches) gives the idle loop its own copy of
+        // the stack's code: a second caller of the same `cq.read` would change how the
+        // compiler inlines it for the `shm` mode.
+        ("idle", false) => {
+            run_idle::<Stack<Shm, ThreadDomain, Manual, CqTagged, Map>>(n, threading)
+        }
+        ("idle", true) => run_idle::<Stack<Shm, ThreadSafe, Manual, CqTagged, Map>>(n, threading),
         ("dynamic", _) => run_dynamic(n, threading),
         _ => {
-            eprintln!("unknown mode {mode:?}: slice, array, dynamic, shm or fadd");
+            eprintln!("unknown mode {mode:?}: slice, array, dynamic, shm, fadd or idle");
             Err(Error::Inval)
         }
     }
