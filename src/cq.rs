@@ -130,18 +130,38 @@ impl<S: Config> CqInner<S> {
     #[inline]
     fn read_inner(&self, out: &mut [Entry<S>], src: Option<&mut [FiAddr]>) -> Result<usize> {
         self.state.with(|st| {
-            if st.overrun {
-                return Err(Error::Overrun);
+            // The empty poll a busy-polling reader repeats: a few loads, no call.
+            if st.ring.is_empty()
+                && !st.ring.has_err()
+                && !st.overrun
+                && !self.full.load(Ordering::Relaxed)
+            {
+                return Err(Error::Again);
             }
-            let r = match src {
-                None => st.ring.read(out),
-                Some(src) => st.ring.read_from(out, src),
-            };
-            if self.full.load(Ordering::Relaxed) {
-                self.refill(st);
-            }
-            r
+            self.read_ring(st, out, src)
         })
+    }
+
+    /// The rest of [`Self::read_inner`]: entries, a waiting error, an overrun, and the
+    /// refill from the overflow queue.
+    #[inline(never)]
+    fn read_ring(
+        &self,
+        st: &mut CqState<S>,
+        out: &mut [Entry<S>],
+        src: Option<&mut [FiAddr]>,
+    ) -> Result<usize> {
+        if st.overrun {
+            return Err(Error::Overrun);
+        }
+        let r = match src {
+            None => st.ring.read(out),
+            Some(src) => st.ring.read_from(out, src),
+        };
+        if self.full.load(Ordering::Relaxed) {
+            self.refill(st);
+        }
+        r
     }
 }
 
