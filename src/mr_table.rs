@@ -860,6 +860,28 @@ mod tests {
             Some(out)
         }
 
+        /// A table holding one read-write registration of `segs` (virtual addresses or
+        /// offsets from `offset`), and its key.
+        fn table(segs: &[Segment], virt: bool, offset: u64) -> (MrTable<()>, u64) {
+            let mode = if virt {
+                MrMode::VIRT_ADDR
+            } else {
+                MrMode::empty()
+            };
+            let mut t: MrTable<()> = MrTable::new(mode);
+            let k = t.register(segs, RW, offset, 1, ()).unwrap();
+            (t, k)
+        }
+
+        /// The remote address of probe `a`: around the region in both modes.
+        fn probe_addr(virt: bool, offset: u64, a: u64) -> u64 {
+            if virt {
+                a
+            } else {
+                offset.wrapping_add(a).wrapping_sub(20)
+            }
+        }
+
         fn segment_lists() -> impl Strategy<Value = Vec<Segment>> {
             prop::collection::vec((0usize..200, 0usize..24), 1..5)
                 .prop_map(|v| v.into_iter().map(|(a, l)| seg(1000 + a, l)).collect())
@@ -875,13 +897,10 @@ mod tests {
                 offset in prop_oneof![0u64..50, Just(u64::MAX - 200)],
                 probes in prop::collection::vec((0u64..1300, 0usize..60), 1..24),
             ) {
-                let mode = if virt { MrMode::VIRT_ADDR } else { MrMode::empty() };
-                let mut t: MrTable<()> = MrTable::new(mode);
-                let k = t.register(&segs, RW, offset, 1, ()).unwrap();
+                let (t, k) = table(&segs, virt, offset);
                 let bytes = model(&segs, virt, offset);
                 for (a, len) in probes {
-                    // Probe around the region in both modes.
-                    let addr = if virt { a } else { offset.wrapping_add(a).wrapping_sub(20) };
+                    let addr = probe_addr(virt, offset, a);
                     let got = t.check(k, addr, len, MrAccess::REMOTE_READ);
                     let want = if len == 0 {
                         model_zero(&segs, virt, offset, addr).then(Vec::new)
@@ -919,11 +938,9 @@ mod tests {
                 offset in prop_oneof![0u64..50, Just(u64::MAX - 200)],
                 probes in prop::collection::vec((0u64..1300, 0usize..60), 1..24),
             ) {
-                let mode = if virt { MrMode::VIRT_ADDR } else { MrMode::empty() };
-                let mut t: MrTable<()> = MrTable::new(mode);
-                let k = t.register(&segs, RW, offset, 1, ()).unwrap();
+                let (t, k) = table(&segs, virt, offset);
                 for (a, len) in probes {
-                    let addr = if virt { a } else { offset.wrapping_add(a).wrapping_sub(20) };
+                    let addr = probe_addr(virt, offset, a);
                     let want = t.check(k, addr, len, RW).and_then(|(mut c, _)| {
                         match (c.next(), c.next()) {
                             (Some(one), None) if one.len == len => Ok(one.addr),
