@@ -181,7 +181,7 @@ impl RawIov {
     }
 }
 
-/// `copy_nonoverlapping` that copies up to 16 bytes inline: for a small message (or
+/// `copy_nonoverlapping` that copies up to 64 bytes inline: for a small message (or
 /// an RMA write of a word) a call into `memcpy` costs more than the copy. Providers use
 /// it for their own small copies (a payload into a shared-memory cell or segment).
 ///
@@ -191,10 +191,23 @@ impl RawIov {
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY (every block): the caller guarantees `n` readable bytes at `src`, `n`
     // writable bytes at `dst`, not overlapping; each access below stays in `[0, n)`:
-    // two possibly overlapping words cover `n` in `[w, 2w]`.
+    // two possibly overlapping blocks of `w` bytes cover `n` in `[w, 2w]`.
     unsafe {
         if n > 16 {
-            core::ptr::copy_nonoverlapping(src, dst, n);
+            if n > 64 {
+                core::ptr::copy_nonoverlapping(src, dst, n);
+            } else if n > 32 {
+                // Two 16-byte pairs: the first and the last 32 bytes.
+                let a = src.cast::<[u128; 2]>().read_unaligned();
+                let b = src.add(n - 32).cast::<[u128; 2]>().read_unaligned();
+                dst.cast::<[u128; 2]>().write_unaligned(a);
+                dst.add(n - 32).cast::<[u128; 2]>().write_unaligned(b);
+            } else {
+                let a = src.cast::<u128>().read_unaligned();
+                let b = src.add(n - 16).cast::<u128>().read_unaligned();
+                dst.cast::<u128>().write_unaligned(a);
+                dst.add(n - 16).cast::<u128>().write_unaligned(b);
+            }
         } else if n >= 8 {
             let a = src.cast::<u64>().read_unaligned();
             let b = src.add(n - 8).cast::<u64>().read_unaligned();
@@ -265,13 +278,14 @@ mod tests {
 
     #[test]
     fn small_and_large_copies_are_exact() {
-        let src: Vec<u8> = (0..64u8)
+        let src: Vec<u8> = (0..80u8)
             .map(|i| i.wrapping_mul(37).wrapping_add(1))
             .collect();
-        for n in 0..=40 {
+        // Every inline width (up to 64) and the first `memcpy` sizes.
+        for n in 0..=80 {
             for off in 0..3 {
-                let mut dst = [0xEEu8; 48];
-                // SAFETY: `n + off <= 43 < 48` bytes of `dst`, `n <= 64` of `src`,
+                let mut dst = [0xEEu8; 88];
+                // SAFETY: `n + off <= 83 < 88` bytes of `dst`, `n <= 80` of `src`,
                 // distinct arrays.
                 unsafe { copy_bytes(src.as_ptr(), dst.as_mut_ptr().add(off), n) };
                 assert_eq!(&dst[off..off + n], &src[..n], "n {n} off {off}");
