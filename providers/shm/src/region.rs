@@ -151,7 +151,9 @@ impl Region {
     /// Creates this endpoint's region, anonymous and mode 0600.
     pub fn create(geo: Geometry, nonce: u64) -> Result<(Region, Name)> {
         let fd = sys::memfd(geo.bytes())?;
-        let map = Mapping::new(&fd, geo.bytes())?;
+        // Allocated up front: the footprint is the same, and neither the first lap of a
+        // ring nor the first look at it faults.
+        let map = Mapping::new_populated(&fd, geo.bytes())?;
         let pid = sys::getpid();
         let start = sys::start_time(pid).ok_or(Error::Io)?;
         let r = Region { map, geo, _fd: fd };
@@ -181,7 +183,9 @@ impl Region {
         if len < HEADER_BYTES {
             return Err(Error::AddrNotAvail);
         }
-        let map = Mapping::new(&fd, len)?;
+        // Mapped in whole now, while the address is resolved, rather than a page fault
+        // at a time in the first lap of the ring this side will write.
+        let map = Mapping::new_populated(&fd, len)?;
         let probe = Region {
             map,
             geo: Geometry {
