@@ -13,7 +13,7 @@ use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
-use crate::wire::{Eager, Header};
+use crate::wire::{Eager, Header, Response};
 
 /// A fabric provider (loopback, shm, tcp, udp, ...). Open: providers live in their own crates.
 pub trait Provider: Sized + Send + Sync + 'static {
@@ -259,6 +259,15 @@ pub trait Sink<R> {
     #[inline]
     fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
         self.packet(&m.header(), src, Payload::Inline(payload))
+    }
+    /// A response to one of this endpoint's requests that travelled in a short form,
+    /// described by `r`, with its payload (a read's data, a fetching atomic's old
+    /// values) in the packet. Means exactly
+    /// `packet(&r.header(payload.len()), src, Payload::Inline(payload))`, which is what
+    /// the default does.
+    #[inline]
+    fn response(&mut self, r: &Response, src: &[u8], payload: &[u8]) -> bool {
+        self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
     }
 }
 

@@ -11,7 +11,9 @@ use crate::mem::{RawIov, IOV_LIMIT};
 use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
-use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use crate::wire::{
+    Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
+};
 
 use super::owned::{OwnedTx, RmaIov, TxReq};
 use super::state::{CntrKind, Pending, TxState};
@@ -670,20 +672,22 @@ impl<S: Config> EpInner<S> {
         Some(Ok(()))
     }
 
-    /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.
-    /// Result data (a read's, a fetching atomic's) is copied into the result buffers,
-    /// straight from the target when it is remote; a response of the wrong kind or
-    /// size, or one whose data does not arrive, completes the operation with `FI_EIO`.
-    pub(crate) fn on_response<R: Pull>(&self, hdr: &Header, payload: Payload<'_, R>) {
-        let Some(tx) = self.tx.get(hdr.tx_idx as usize) else {
+    /// Handles response `r` (an `Ack`, `ReadResp` or `AtomicResp`) to one of our
+    /// pending operations, with its `payload`. Result data (a read's, a fetching
+    /// atomic's) is copied into the result buffers, straight from the target when it is
+    /// remote; a response of the wrong kind or size, or one whose data does not arrive,
+    /// completes the operation with `FI_EIO`. Unknown or stale ids are ignored.
+    #[inline]
+    pub(crate) fn on_response<R: Pull>(&self, r: &Response, payload: Payload<'_, R>) {
+        let Some(tx) = self.tx.get(r.tx_idx as usize) else {
             return;
         };
         tx.state.with(|st| {
             // Unknown or stale ids (a confused or malicious peer) are ignored.
-            let Some(p) = st.pending.take(hdr.req) else {
+            let Some(p) = st.pending.take(r.req) else {
                 return;
             };
-            let mut status = hdr.status;
+            let mut status = r.status;
             if status == 0 {
                 let expect = match (
                     p.flags.contains(CqFlags::READ),
@@ -693,7 +697,7 @@ impl<S: Config> EpInner<S> {
                     (true, false) => Op::AtomicResp,
                     (false, _) => Op::Ack,
                 };
-                if hdr.op != expect as u8 {
+                if r.op != expect {
                     // A success of another kind carries no (or the wrong) result.
                     status = Error::Io.code() as u32;
                 } else if expect != Op::Ack {
@@ -716,7 +720,9 @@ impl<S: Config> EpInner<S> {
                 let err = Error::from_code(status as i32);
                 st.fail(p.cntr, p.ctx, p.flags, err, status as i32);
             }
-            self.flush_fenced(st, hdr.tx_idx as usize);
+            if !st.fenced.is_empty() {
+                self.flush_fenced(st, r.tx_idx as usize);
+            }
         });
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
-use fabric::wire::{Eager, Header, Op, HDR_ACK};
+use fabric::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
@@ -223,14 +223,15 @@ impl ShmEp {
     /// responses already wait, it joins the channel's spill queue.
     ///
     /// A response carried inline, with nothing spilled before it and room in the ring,
-    /// is written here in one step ([`write_response`]); everything else takes
+    /// is written here in one step, in the short form ([`write_response`]: a fetching
+    /// atomic's answer is one cache line); everything else takes
     /// [`ShmEp::respond_slow`].
     #[inline(always)]
     fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let ch = &mut tx.chans[i];
-        if len <= self.shared.tuning.inline_max && ch.spill.is_empty() {
-            let need = cell::cells_for(cell::BODY_OFF + len) as u64;
+        if len <= self.shared.tuning.inline_max.min(cell::COMPACT_MAX) && ch.spill.is_empty() {
+            let need = cell::cells_for(cell::RESP_BODY + len) as u64;
             // The request bound of `claim_fast` is stricter than a response's (no
             // reserve), so what it passes fits; otherwise `claim` decides.
             let pos = match claim_fast(ch, need) {
@@ -238,7 +239,7 @@ impl ShmEp {
                 None => claim(ch, need, 0).ok(),
             };
             if let Some(pos) = pos {
-                write_response(ch, pos, need, hdr, payload);
+                write_response(ch, pos, need, hdr, payload, len);
                 ring(&ch.peer);
                 return Ok(());
             }
@@ -310,6 +311,104 @@ impl ShmEp {
         tx.refused(i, to, res)?;
         ring(to);
         Ok(())
+    }
+}
+
+impl ShmEp {
+    /// [`Transport::send`] of any packet: a request (tracked until its response
+    /// arrives, when it needs one) or a response.
+    #[inline(never)]
+    fn send_packet(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        if to.known_dead() || to.region.closed() {
+            if let Some(&i) = tx.index.get(&to.name.nonce) {
+                tx.forget(i);
+            }
+            return Err(Error::HostUnreach);
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
+        let i = tx.channel(to)?;
+        if is_response(hdr.op) {
+            return self.respond(tx, i, hdr, payload);
+        }
+        let ch = &tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        // Tracked before the packet is visible: the response may be polled by another
+        // thread as soon as it is.
+        let resp = response_of(hdr);
+        if let Some(op) = resp {
+            self.shared
+                .track
+                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
+        }
+        let res = tx.put(i, hdr, payload, len, reserve);
+        if let Err(e) = tx.refused(i, to, res) {
+            if resp.is_some() {
+                untrack(&self.shared, hdr);
+            }
+            return Err(e);
+        }
+        ring(to);
+        Ok(())
+    }
+
+    /// The short path of [`Transport::send`] for atomic request `hdr` (`hdr.op` is
+    /// [`Op::Atomic`]): `true` when it was written, tracked and announced; `false`
+    /// when nothing was done and [`ShmEp::send_packet`] decides.
+    #[inline(always)]
+    fn send_atomic(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> bool {
+        let len = match payload {
+            [] => 0,
+            [one] => one.len(),
+            many => many.iter().map(|p| p.len()).sum(),
+        };
+        if !cell::atomic_ok(hdr, len)
+            || to.known_dead()
+            || to.region.closed()
+            || self.shared.spilled.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        // No spill queue holds anything while `spilled` is clear (see `send_eager`).
+        let Some(ch) = tx.chans.get_mut(tx.last) else {
+            return false;
+        };
+        if !Arc::ptr_eq(&ch.peer, to) {
+            return false;
+        }
+        let need = cell::cells_for(cell::ATOMIC_BODY + len) as u64;
+        let Some(pos) = claim_fast(ch, need) else {
+            return false;
+        };
+        let op = if hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0 {
+            Op::AtomicResp
+        } else {
+            Op::Ack
+        };
+        // Tracked before the packet is visible (see `send_packet`).
+        self.shared
+            .track
+            .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
+        write_atomic_at(ch, pos, need, hdr, payload);
+        ring(to);
+        true
     }
 }
 
@@ -542,6 +641,9 @@ fn write_packet(
     reserve: u64,
     desc: Option<&cell::Desc>,
 ) -> Result<()> {
+    if desc.is_none() && cell::atomic_ok(hdr, len) {
+        return write_atomic(ch, hdr, parts, len, reserve);
+    }
     if desc.is_none() && cell::compact_ok(hdr, len) {
         let m = Eager {
             op: if hdr.op == Op::Tagged as u8 {
@@ -584,21 +686,65 @@ fn write_packet(
     Ok(())
 }
 
-/// Writes response `hdr` with its inline payload `parts` (`need` cells together) at
-/// position `pos` of `ch`, which [`claim_fast`] or [`claim`] returned: the full packet
-/// [`write_packet`] writes, with the header's fixed-size copy and no tests of the
-/// forms a response never takes.
+/// Writes atomic request `hdr` (which [`cell::atomic_ok`] passed with `len`) with its
+/// operands `parts` into `ch` in the short form ([`cell::ATOMIC`]), keeping `reserve`
+/// cells free. `Err(Again)` when the ring lacks room.
+#[inline]
+fn write_atomic(
+    ch: &mut TxChan,
+    hdr: &Header,
+    parts: &[&[u8]],
+    len: usize,
+    reserve: u64,
+) -> Result<()> {
+    let need = cell::cells_for(cell::ATOMIC_BODY + len) as u64;
+    let pos = claim(ch, need, reserve)?;
+    write_atomic_at(ch, pos, need, hdr, parts);
+    Ok(())
+}
+
+/// [`write_atomic`] at position `pos` (`need` cells) that [`claim_fast`] or [`claim`]
+/// returned: a fetch-add of one `u64` is one cache line.
 #[inline(always)]
-fn write_response(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[&[u8]]) {
+fn write_atomic_at(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[&[u8]]) {
     let mut pkt = ch
         .peer
         .region
         .packet(ch.cell_off(pos), need as usize * CELL);
-    pkt.put(hdr.as_bytes());
+    pkt.put(&cell::atomic_fields(hdr));
     for p in parts {
         pkt.put(p);
     }
-    pkt.publish(cell::word(pos, cell::FULL));
+    pkt.publish(cell::word_atomic(pos, hdr.len as usize));
+    ch.tail = pos + need;
+}
+
+/// Writes response `hdr` (a response op, which [`is_response`] passed) with its inline
+/// payload `parts` (`len` bytes, at most [`cell::COMPACT_MAX`]; `need` cells together)
+/// at position `pos` of `ch`, which [`claim_fast`] or [`claim`] returned, in the short
+/// form ([`cell::RESPONSE`]): only the fields a response has.
+#[inline(always)]
+fn write_response(
+    ch: &mut TxChan,
+    pos: u64,
+    need: u64,
+    hdr: &Header,
+    parts: &[&[u8]],
+    len: usize,
+) {
+    let mut pkt = ch
+        .peer
+        .region
+        .packet(ch.cell_off(pos), need as usize * CELL);
+    let mut fields = [0u8; cell::RESP_BODY - cell::WORD];
+    fields[..8].copy_from_slice(&hdr.req.to_le_bytes());
+    fields[8..12].copy_from_slice(&hdr.status.to_le_bytes());
+    fields[12..14].copy_from_slice(&hdr.tx_idx.to_le_bytes());
+    pkt.put(&fields);
+    for p in parts {
+        pkt.put(p);
+    }
+    pkt.publish(cell::word_response(pos, hdr.op, len));
     ch.tail = pos + need;
 }
 
@@ -774,6 +920,10 @@ impl Transport for ShmEp {
         }
     }
 
+    /// An atomic request in the short form ([`cell::ATOMIC`]) to a live peer, on the
+    /// channel last sent on, with no spilled responses to flush first and room in the
+    /// ring without rereading its head, is written here in one step
+    /// ([`ShmEp::send_atomic`]); everything else takes [`ShmEp::send_packet`].
     #[inline]
     fn send(
         &self,
@@ -782,43 +932,12 @@ impl Transport for ShmEp {
         hdr: &Header,
         payload: &[&[u8]],
     ) -> Result<()> {
-        if to.known_dead() || to.region.closed() {
-            if let Some(&i) = tx.index.get(&to.name.nonce) {
-                tx.forget(i);
-            }
-            return Err(Error::HostUnreach);
+        if hdr.op == Op::Atomic as u8 && self.send_atomic(tx, to, hdr, payload) {
+            return Ok(());
         }
-        if self.shared.spilled.load(Ordering::Relaxed) {
-            tx.flush_spills();
-        }
-        let i = tx.channel(to)?;
-        if is_response(hdr.op) {
-            return self.respond(tx, i, hdr, payload);
-        }
-        let ch = &tx.chans[i];
-        if !ch.spill.is_empty() {
-            return Err(Error::Again);
-        }
-        let reserve = ch.cells / RESERVE_DIV;
-        let len: usize = payload.iter().map(|p| p.len()).sum();
-        // Tracked before the packet is visible: the response may be polled by another
-        // thread as soon as it is.
-        let resp = response_of(hdr);
-        if let Some(op) = resp {
-            self.shared
-                .track
-                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
-        }
-        let res = tx.put(i, hdr, payload, len, reserve);
-        if let Err(e) = tx.refused(i, to, res) {
-            if resp.is_some() {
-                untrack(&self.shared, hdr);
-            }
-            return Err(e);
-        }
-        ring(to);
-        Ok(())
+        self.send_packet(tx, to, hdr, payload)
     }
+
 
     /// A message small enough to travel compact and inline and not streamed, to a
     /// live peer, on the channel last sent on, with no spilled responses to flush
@@ -927,6 +1046,23 @@ impl Transport for ShmEp {
                         break;
                     };
                     if !f.eager(&m, &ch.src, payload) {
+                        stop = true;
+                        break;
+                    }
+                    ch.head += k as u64;
+                    n += 1;
+                    continue;
+                }
+                if cell::kind(w) == cell::RESPONSE {
+                    // The lane of responses: no header either.
+                    let Ok((resp, payload, k)) = cell::response(w, avail) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    if sh.track.used() {
+                        sh.track.untrack(resp.tx_idx, resp.req);
+                    }
+                    if !f.response(&resp, &ch.src, payload) {
                         stop = true;
                         break;
                     }
