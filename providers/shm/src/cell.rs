@@ -215,20 +215,25 @@ pub fn atomic_fields(hdr: &Header) -> [u8; ATOMIC_BODY - WORD] {
     b
 }
 
-/// Parses an atomic request packet (`kind(w)` is [`ATOMIC`]): its header, its payload
-/// bytes and the cells it takes, within `avail`. Garbage (unknown high bits or flags,
-/// more cells than `avail`) gives `Err(Io)`.
-#[inline]
-fn atomic(w: u64, avail: &[u8]) -> Result<(Header, usize, usize)> {
+/// The receive lane of an atomic request packet (`kind(w)` is [`ATOMIC`]): its header,
+/// its payload (`hdr.len` bytes at [`ATOMIC_BODY`]) and the cells it takes, all within
+/// `avail` (whole cells). Garbage (unknown high bits or flags, more cells than `avail`)
+/// gives `Err(Io)`.
+#[inline(always)]
+pub fn atomic(w: u64, avail: &[u8]) -> Result<(Header, &[u8], usize)> {
     if (w >> 36) & 0xf != 0 || w >> 56 != 0 {
         return Err(Error::Io);
     }
     let len = ((w >> 40) & 0xffff) as usize;
-    let cells = cells_for(ATOMIC_BODY + len);
+    let end = ATOMIC_BODY + len;
+    let cells = cells_for(end);
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    let b = avail.get(WORD..ATOMIC_BODY).ok_or(Error::Io)?;
+    let (Some(b), Some(payload)) = (avail.get(WORD..ATOMIC_BODY), avail.get(ATOMIC_BODY..end))
+    else {
+        return Err(Error::Io);
+    };
     let u64_at = |i: usize| {
         let mut x = [0u8; 8];
         x.copy_from_slice(&b[i..i + 8]);
@@ -254,7 +259,7 @@ fn atomic(w: u64, avail: &[u8]) -> Result<(Header, usize, usize)> {
         key: u64_at(16),
         len: len as u64,
     };
-    Ok((hdr, len, cells))
+    Ok((hdr, payload, cells))
 }
 
 /// Control word of a packet of `kind` other than the compact and stream ones.
@@ -346,11 +351,11 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
             })
         }
         ATOMIC => {
-            let (hdr, len, cells) = atomic(w, avail)?;
+            let (hdr, payload, cells) = atomic(w, avail)?;
             Ok(Parsed::Inline {
                 hdr,
                 off: ATOMIC_BODY,
-                len,
+                len: payload.len(),
                 cells,
             })
         }

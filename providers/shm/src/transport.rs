@@ -1053,7 +1053,22 @@ impl Transport for ShmEp {
                     n += 1;
                     continue;
                 }
-                if cell::kind(w) == cell::RESPONSE {
+                let kind = cell::kind(w);
+                if kind == cell::ATOMIC {
+                    // The lane of atomic requests: the header without the generic parse.
+                    let Ok((hdr, payload, k)) = cell::atomic(w, avail) else {
+                        ch.broken = true;
+                        break;
+                    };
+                    if !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
+                        stop = true;
+                        break;
+                    }
+                    ch.head += k as u64;
+                    n += 1;
+                    continue;
+                }
+                if kind == cell::RESPONSE {
                     // The lane of responses: no header either.
                     let Ok((resp, payload, k)) = cell::response(w, avail) else {
                         ch.broken = true;
