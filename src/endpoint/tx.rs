@@ -412,7 +412,6 @@ impl<S: Config> EpInner<S> {
                     result: f.result,
                     want,
                     cntr: CntrKind::Read,
-                    gen: 0,
                 };
                 let id = pending.insert(p).ok_or(Error::Again)?;
                 let mut hdr = Header {
@@ -535,7 +534,6 @@ impl<S: Config> EpInner<S> {
                 result: r.result,
                 want,
                 cntr: ck,
-                gen: 0,
             };
             hdr.req = st.pending.insert(p).ok_or(Error::Again)?;
             if matches!(r.op, Op::Msg | Op::Tagged) {
@@ -684,9 +682,11 @@ impl<S: Config> EpInner<S> {
         };
         tx.state.with(|st| {
             // Unknown or stale ids (a confused or malicious peer) are ignored.
-            let Some(p) = st.pending.take(r.req) else {
+            let Some(i) = st.pending.release(r.req) else {
                 return;
             };
+            // Read in place: the slot is free but not reused before this returns.
+            let p = st.pending.get(i);
             let mut status = r.status;
             if status == 0 {
                 let expect = match (
