@@ -129,6 +129,25 @@ pub trait Transport: Send + Sync + 'static {
         self.send(tx, &peer, hdr, payload)
     }
 
+    /// Sends response `r` with its payload `payload` (one piece, possibly empty) to the
+    /// endpoint whose raw address is `to`: exactly [`reply`](Self::reply) of
+    /// `r.header(payload.len())` and `payload`, which is what the default does. A
+    /// transport with a short wire form for responses
+    /// ([`Sink::response`]) writes it here without building a [`Header`].
+    #[inline]
+    fn respond<R: FnOnce(&[u8]) -> Result<Self::Peer>>(
+        &self,
+        tx: &mut Self::Sender,
+        to: &[u8],
+        r: &Response,
+        payload: &[u8],
+        resolve: R,
+    ) -> Result<()> {
+        let one = [payload];
+        let parts: &[&[u8]] = if payload.is_empty() { &[] } else { &one };
+        self.reply(tx, to, &r.header(payload.len()), parts, resolve)
+    }
+
     /// Hands received packets to `f` as `(header, source address, payload)`, oldest
     /// first per sender. When `f` returns `false` the packet was not consumed: it
     /// stays first and polling stops. Returns the number of packets consumed.

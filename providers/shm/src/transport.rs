@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
-use fabric::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH};
+use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
@@ -227,7 +227,7 @@ impl ShmEp {
     /// atomic's answer is one cache line); everything else takes
     /// [`ShmEp::respond_slow`].
     #[inline(always)]
-    fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+    fn respond_on(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let ch = &mut tx.chans[i];
         if len <= self.shared.tuning.inline_max.min(cell::COMPACT_MAX) && ch.spill.is_empty() {
@@ -239,7 +239,9 @@ impl ShmEp {
                 None => claim(ch, need, 0).ok(),
             };
             if let Some(pos) = pos {
-                write_response(ch, pos, need, hdr, payload, len);
+                write_response(
+                    ch, pos, need, hdr.op, hdr.tx_idx, hdr.req, hdr.status, payload, len,
+                );
                 ring(&ch.peer);
                 return Ok(());
             }
@@ -247,7 +249,7 @@ impl ShmEp {
         self.respond_slow(tx, i, hdr, payload, len)
     }
 
-    /// [`Self::respond`] of a response that is staged, waits behind spilled ones or
+    /// [`Self::respond_on`] of a response that is staged, waits behind spilled ones or
     /// finds the ring full.
     #[cold]
     #[inline(never)]
@@ -336,7 +338,7 @@ impl ShmEp {
         }
         let i = tx.channel(to)?;
         if is_response(hdr.op) {
-            return self.respond(tx, i, hdr, payload);
+            return self.respond_on(tx, i, hdr, payload);
         }
         let ch = &tx.chans[i];
         if !ch.spill.is_empty() {
@@ -719,16 +721,21 @@ fn write_atomic_at(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[
     ch.tail = pos + need;
 }
 
-/// Writes response `hdr` (a response op, which [`is_response`] passed) with its inline
-/// payload `parts` (`len` bytes, at most [`cell::COMPACT_MAX`]; `need` cells together)
-/// at position `pos` of `ch`, which [`claim_fast`] or [`claim`] returned, in the short
-/// form ([`cell::RESPONSE`]): only the fields a response has.
+/// Writes a response (`op`, which [`is_response`] passes, to request `req` of transmit
+/// context `tx_idx`, with `status`) with its inline payload `parts` (`len` bytes, at
+/// most [`cell::COMPACT_MAX`]; `need` cells together) at position `pos` of `ch`, which
+/// [`claim_fast`] or [`claim`] returned, in the short form ([`cell::RESPONSE`]): only
+/// the fields a response has.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write_response(
     ch: &mut TxChan,
     pos: u64,
     need: u64,
-    hdr: &Header,
+    op: u8,
+    tx_idx: u16,
+    req: u64,
+    status: u32,
     parts: &[&[u8]],
     len: usize,
 ) {
@@ -737,14 +744,14 @@ fn write_response(
         .region
         .packet(ch.cell_off(pos), need as usize * CELL);
     let mut fields = [0u8; cell::RESP_BODY - cell::WORD];
-    fields[..8].copy_from_slice(&hdr.req.to_le_bytes());
-    fields[8..12].copy_from_slice(&hdr.status.to_le_bytes());
-    fields[12..14].copy_from_slice(&hdr.tx_idx.to_le_bytes());
+    fields[..8].copy_from_slice(&req.to_le_bytes());
+    fields[8..12].copy_from_slice(&status.to_le_bytes());
+    fields[12..14].copy_from_slice(&tx_idx.to_le_bytes());
     pkt.put(&fields);
     for p in parts {
         pkt.put(p);
     }
-    pkt.publish(cell::word_response(pos, hdr.op, len));
+    pkt.publish(cell::word_response(pos, op, len));
     ch.tail = pos + need;
 }
 
@@ -1003,7 +1010,53 @@ impl Transport for ShmEp {
             tx.flush_spills();
         }
         tx.last = i;
-        self.respond(tx, i, hdr, payload)
+        self.respond_on(tx, i, hdr, payload)
+    }
+
+    /// A response to the requester on the channel last used, live, with nothing
+    /// spilled and room in the ring without rereading its head, is written here in one
+    /// step, in the short form; everything else is [`Transport::reply`] of its header.
+    #[inline]
+    fn respond<R: FnOnce(&[u8]) -> Result<Arc<PeerRegion>>>(
+        &self,
+        tx: &mut ShmTx,
+        to: &[u8],
+        r: &Response,
+        payload: &[u8],
+        resolve: R,
+    ) -> Result<()> {
+        let sh = &*self.shared;
+        let len = payload.len();
+        if let Some(i) = tx.find(to) {
+            let ch = &mut tx.chans[i];
+            if len <= sh.tuning.inline_max.min(cell::COMPACT_MAX)
+                && !ch.peer.known_dead()
+                && !ch.peer.region.closed()
+                && !sh.spilled.load(Ordering::Relaxed)
+            {
+                let need = cell::cells_for(cell::RESP_BODY + len) as u64;
+                // The request bound is stricter than a response's: what passes fits.
+                if let Some(pos) = claim_fast(ch, need) {
+                    write_response(
+                        ch,
+                        pos,
+                        need,
+                        r.op as u8,
+                        r.tx_idx,
+                        r.req,
+                        r.status,
+                        &[payload],
+                        len,
+                    );
+                    ring(&ch.peer);
+                    tx.last = i;
+                    return Ok(());
+                }
+            }
+        }
+        let one = [payload];
+        let parts: &[&[u8]] = if payload.is_empty() { &[] } else { &one };
+        self.reply(tx, to, &r.header(len), parts, resolve)
     }
 
     #[inline]
