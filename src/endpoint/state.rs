@@ -75,13 +75,21 @@ impl PendingTable {
     /// Records `p`; its id, or `None` when the table is full.
     #[inline]
     pub(crate) fn insert(&mut self, p: Pending) -> Option<u64> {
+        let (id, slot) = self.claim()?;
+        *slot = p;
+        Some(id)
+    }
+
+    /// Takes a free slot for an operation: its id and the entry to fill in (every field
+    /// of it: it holds whatever it held before). `None` when the table is full.
+    #[inline]
+    pub(crate) fn claim(&mut self) -> Option<(u64, &mut Pending)> {
         let i = self.free.pop()? as usize;
         let (Some(g), Some(slot)) = (self.gens.get_mut(i), self.slots.get_mut(i)) else {
             return None;
         };
         *g = g.wrapping_add(1);
-        *slot = p;
-        Some(((*g as u64) << 32) | i as u64)
+        Some((((*g as u64) << 32) | i as u64, slot))
     }
 
     /// Frees the slot of the operation with `id` and returns its index, whose fields

@@ -328,7 +328,7 @@ impl<S: Config> EpInner<S> {
         };
         let f = Fetch {
             iov,
-            result,
+            result: &result,
             dt,
             op,
             dest,
@@ -385,7 +385,7 @@ impl<S: Config> EpInner<S> {
                         payload: f.iov,
                         compare: &[],
                     };
-                    let result = &f.result;
+                    let result = f.result;
                     let mut filled = 0usize;
                     let d = self.sender.with(|tx| {
                         self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
@@ -405,15 +405,14 @@ impl<S: Config> EpInner<S> {
                         Direct::Failed(e) => return Ok(Fetched::Failed(e)),
                     }
                 }
-                let p = Pending {
-                    ctx: f.ctx,
-                    flags: cflags,
-                    len,
-                    result: f.result,
-                    want,
-                    cntr: CntrKind::Read,
-                };
-                let id = pending.insert(p).ok_or(Error::Again)?;
+                // Written in place: the result list is most of the entry.
+                let (id, p) = pending.claim().ok_or(Error::Again)?;
+                p.ctx = f.ctx;
+                p.flags = cflags;
+                p.len = len;
+                p.result = *f.result;
+                p.want = want;
+                p.cntr = CntrKind::Read;
                 let mut hdr = Header {
                     op: Op::Atomic as u8,
                     flags: HDR_FETCH,
@@ -810,7 +809,8 @@ impl<S: Config> TxState<S> {
 /// not constant.
 struct Fetch<'a> {
     iov: &'a [&'a [u8]],
-    result: RawIov,
+    // By reference: copying the list is most of what building this costs.
+    result: &'a RawIov,
     dt: Datatype,
     op: AtomicOp,
     dest: FiAddr,
@@ -827,7 +827,7 @@ impl<'a> Fetch<'a> {
             op: Op::Atomic,
             iov: self.iov,
             compare: &[],
-            result: self.result,
+            result: *self.result,
             dest: self.dest,
             tag: 0,
             data: self.data,
