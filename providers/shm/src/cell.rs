@@ -707,7 +707,127 @@ mod tests {
         assert!(parse(word(0, LARGE), &packet(word(0, LARGE), &body), 4096).is_err());
     }
 
+    #[test]
+    fn response_and_atomic_cells_fit_one_line() {
+        // A fetch-add's answer: 8 bytes of old value.
+        let w = word_response(4, Op::AtomicResp as u8, 8);
+        let mut body = 0x0123_4567_89ab_cdefu64.to_le_bytes().to_vec();
+        body.extend_from_slice(&61u32.to_le_bytes());
+        body.extend_from_slice(&3u16.to_le_bytes());
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&7u64.to_le_bytes());
+        let p = packet(w, &body);
+        assert_eq!(p.len(), CELL);
+        let (r, payload, cells) = response(w, &p).unwrap();
+        let want = Response {
+            op: Op::AtomicResp,
+            tx_idx: 3,
+            req: 0x0123_4567_89ab_cdef,
+            status: 61,
+        };
+        assert_eq!((r, payload, cells), (want, &7u64.to_le_bytes()[..], 1));
+        assert_eq!(
+            parse(w, &p, 4096).unwrap(),
+            Parsed::Inline {
+                hdr: want.header(8),
+                off: RESP_BODY,
+                len: 8,
+                cells: 1
+            }
+        );
+        // Not a response op, unknown high bits, a payload past the cells given.
+        for bad in [
+            word_response(4, Op::Atomic as u8, 8),
+            word_response(4, 0, 8),
+            w | 1 << 60,
+            word_response(4, Op::Ack as u8, 41),
+        ] {
+            assert!(response(bad, &p).is_err(), "{bad:#x}");
+            assert!(parse(bad, &p, 4096).is_err(), "{bad:#x}");
+        }
+
+        // A fetch-add request: 8 bytes of operand.
+        let hdr = Header {
+            op: Op::Atomic as u8,
+            flags: HDR_FETCH,
+            atomic_op: 3,
+            datatype: 9,
+            rx_idx: 1,
+            tx_idx: 2,
+            aux: 8,
+            req: 1 << 40 | 5,
+            addr: 0xdead_b000,
+            key: 77,
+            len: 8,
+            ..Header::default()
+        };
+        assert!(atomic_ok(&hdr, 8));
+        let w = word_atomic(9, 8);
+        let mut body = atomic_fields(&hdr).to_vec();
+        body.extend_from_slice(&1u64.to_le_bytes());
+        let p = packet(w, &body);
+        assert_eq!(p.len(), CELL);
+        let (h, payload, cells) = atomic(w, &p).unwrap();
+        assert_eq!((h, payload, cells), (hdr, &1u64.to_le_bytes()[..], 1));
+        assert!(
+            matches!(parse(w, &p, 4096), Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: 8, cells: 1 }) if h == hdr)
+        );
+        // Remote CQ data, another op or a length that disagrees: not this form.
+        let data = Header {
+            flags: HDR_FETCH | HDR_REMOTE_CQ_DATA,
+            data: 1,
+            ..hdr
+        };
+        assert!(!atomic_ok(&data, 8) && !atomic_ok(&hdr, 16));
+        assert!(!atomic_ok(
+            &Header {
+                op: Op::Write as u8,
+                ..hdr
+            },
+            8
+        ));
+        // Unknown flags or high bits, a payload past the cells given.
+        let mut bad_flags = p.clone();
+        bad_flags[WORD + 32] |= HDR_REMOTE_CQ_DATA;
+        assert!(atomic(w, &bad_flags).is_err());
+        assert!(atomic(w | 1 << 36, &p).is_err() && atomic(w | 1 << 60, &p).is_err());
+        assert!(atomic(word_atomic(9, 17), &p).is_err());
+        assert!(atomic(w, &p[..8]).is_err());
+    }
+
     proptest! {
+        /// The response and atomic lanes on any word and bytes a peer may write: never
+        /// a panic, never a range outside `avail`, and what they accept is what `parse`
+        /// accepts.
+        #[test]
+        fn lanes_are_total(w in any::<u64>(), kind in prop_oneof![Just(RESPONSE), Just(ATOMIC)], avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let w = (w & !(0xf << 32)) | kind << 32;
+            let parsed = parse(w, &avail, 4096);
+            if kind == RESPONSE {
+                match response(w, &avail) {
+                    Ok((r, payload, cells)) => {
+                        prop_assert!(cells * CELL <= avail.len());
+                        prop_assert!(RESP_BODY + payload.len() <= cells * CELL);
+                        prop_assert!(matches!(r.op, Op::Ack | Op::ReadResp | Op::AtomicResp));
+                        prop_assert_eq!(parsed, Ok(Parsed::Inline { hdr: r.header(payload.len()), off: RESP_BODY, len: payload.len(), cells }));
+                    }
+                    Err(_) => prop_assert!(parsed.is_err()),
+                }
+            } else {
+                match atomic(w, &avail) {
+                    Ok((h, payload, cells)) => {
+                        prop_assert!(cells * CELL <= avail.len());
+                        prop_assert!(ATOMIC_BODY + payload.len() <= cells * CELL);
+                        prop_assert_eq!(h.len, payload.len() as u64);
+                        prop_assert_eq!(h.op, Op::Atomic as u8);
+                        prop_assert_eq!(h.flags & !(HDR_FETCH | HDR_COMPARE), 0);
+                        prop_assert_eq!(parsed, Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: payload.len(), cells }));
+                    }
+                    Err(_) => prop_assert!(parsed.is_err()),
+                }
+            }
+        }
+
         /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
         #[test]
         fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {

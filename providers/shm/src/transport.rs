@@ -945,7 +945,6 @@ impl Transport for ShmEp {
         self.send_packet(tx, to, hdr, payload)
     }
 
-
     /// A message small enough to travel compact and inline and not streamed, to a
     /// live peer, on the channel last sent on, with no spilled responses to flush
     /// first and room in the ring without rereading its head, is written here in one
@@ -1107,20 +1106,6 @@ impl Transport for ShmEp {
                     continue;
                 }
                 let kind = cell::kind(w);
-                if kind == cell::ATOMIC {
-                    // The lane of atomic requests: the header without the generic parse.
-                    let Ok((hdr, payload, k)) = cell::atomic(w, avail) else {
-                        ch.broken = true;
-                        break;
-                    };
-                    if !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
-                        stop = true;
-                        break;
-                    }
-                    ch.head += k as u64;
-                    n += 1;
-                    continue;
-                }
                 if kind == cell::RESPONSE {
                     // The lane of responses: no header either.
                     let Ok((resp, payload, k)) = cell::response(w, avail) else {
@@ -1138,80 +1123,96 @@ impl Transport for ShmEp {
                     n += 1;
                     continue;
                 }
-                match cell::parse(w, avail, sh.tuning.inline_max) {
-                    Ok(Parsed::Skip) => {
-                        ch.head += (avail.len() / CELL) as u64;
-                    }
-                    Ok(Parsed::Inline {
-                        hdr,
-                        off: o,
-                        len,
-                        cells: k,
-                    }) => {
-                        if is_response(hdr.op) && sh.track.used() {
-                            untrack(sh, &hdr);
-                        }
-                        if !f.packet(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
-                            stop = true;
-                            break;
-                        }
-                        ch.head += k as u64;
-                        n += 1;
-                    }
-                    Ok(Parsed::Stream { hdr, len, cells: k }) => {
-                        ring.point(off, len, &ch.src);
-                        if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
-                            stop = true;
-                            break;
-                        }
-                        ch.head += k as u64;
-                        n += 1;
-                    }
-                    Ok(Parsed::Large {
-                        hdr,
-                        desc,
-                        cells: k,
-                    }) => {
-                        let Ok(peer) = peer::resolve(&ch.src) else {
+                // Packets with their payload in the ring are handed on below: atomic
+                // requests without the generic parse, the rest through it.
+                let (hdr, payload, k) = if kind == cell::ATOMIC {
+                    match cell::atomic(w, avail) {
+                        Ok(a) => a,
+                        Err(_) => {
                             ch.broken = true;
                             break;
-                        };
-                        if is_response(hdr.op) && sh.track.used() {
-                            untrack(sh, &hdr);
                         }
-                        let consumed = match ShmPull::new(peer.clone(), &desc) {
-                            Ok(pull) => {
-                                let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
-                                if c {
-                                    pull.finish();
-                                }
-                                c
+                    }
+                } else {
+                    match cell::parse(w, avail, sh.tuning.inline_max) {
+                        Ok(Parsed::Skip) => {
+                            ch.head += (avail.len() / CELL) as u64;
+                            continue;
+                        }
+                        Ok(Parsed::Inline {
+                            hdr,
+                            off: o,
+                            len,
+                            cells: k,
+                        }) => {
+                            if is_response(hdr.op) && sh.track.used() {
+                                untrack(sh, &hdr);
                             }
-                            // Bad descriptor: hand on an empty payload of the wrong
-                            // length so the core answers the request with an error.
-                            Err(_) => {
-                                let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
-                                if c && desc.mode != cell::Desc::RNDV {
-                                    // The slot is of no use to anyone: back to the sender.
-                                    peer.region
-                                        .release(desc.slot as usize)
-                                        .store(desc.gen, Ordering::Release);
-                                }
-                                c
+                            (hdr, &avail[o..o + len], k)
+                        }
+                        Ok(Parsed::Stream { hdr, len, cells: k }) => {
+                            ring.point(off, len, &ch.src);
+                            if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
+                                stop = true;
+                                break;
                             }
-                        };
-                        if !consumed {
-                            stop = true;
+                            ch.head += k as u64;
+                            n += 1;
+                            continue;
+                        }
+                        Ok(Parsed::Large {
+                            hdr,
+                            desc,
+                            cells: k,
+                        }) => {
+                            let Ok(peer) = peer::resolve(&ch.src) else {
+                                ch.broken = true;
+                                break;
+                            };
+                            if is_response(hdr.op) && sh.track.used() {
+                                untrack(sh, &hdr);
+                            }
+                            let consumed = match ShmPull::new(peer.clone(), &desc) {
+                                Ok(pull) => {
+                                    let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
+                                    if c {
+                                        pull.finish();
+                                    }
+                                    c
+                                }
+                                // Bad descriptor: hand on an empty payload of the wrong
+                                // length so the core answers the request with an error.
+                                Err(_) => {
+                                    let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
+                                    if c && desc.mode != cell::Desc::RNDV {
+                                        // The slot is of no use to anyone: back to the sender.
+                                        peer.region
+                                            .release(desc.slot as usize)
+                                            .store(desc.gen, Ordering::Release);
+                                    }
+                                    c
+                                }
+                            };
+                            if !consumed {
+                                stop = true;
+                                break;
+                            }
+                            ch.head += k as u64;
+                            n += 1;
+                            continue;
+                        }
+                        Err(_) => {
+                            ch.broken = true;
                             break;
                         }
-                        ch.head += k as u64;
-                        n += 1;
                     }
-                    Err(_) => {
-                        ch.broken = true;
-                        break;
-                    }
+                };
+                if !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
+                    stop = true;
+                    break;
                 }
+                ch.head += k as u64;
+                n += 1;
             }
             if ch.head != ch.published {
                 r.head_of(&ch.at).store(ch.head, Ordering::Release);
