@@ -13,7 +13,7 @@ use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
-use crate::wire::{Eager, Header};
+use crate::wire::{Eager, Header, Response};
 
 /// A fabric provider (loopback, shm, tcp, udp, ...). Open: providers live in their own crates.
 pub trait Provider: Sized + Send + Sync + 'static {
@@ -127,6 +127,25 @@ pub trait Transport: Send + Sync + 'static {
     ) -> Result<()> {
         let peer = resolve(to)?;
         self.send(tx, &peer, hdr, payload)
+    }
+
+    /// Sends response `r` with its payload `payload` (one piece, possibly empty) to the
+    /// endpoint whose raw address is `to`: exactly [`reply`](Self::reply) of
+    /// `r.header(payload.len())` and `payload`, which is what the default does. A
+    /// transport with a short wire form for responses
+    /// ([`Sink::response`]) writes it here without building a [`Header`].
+    #[inline]
+    fn respond<R: FnOnce(&[u8]) -> Result<Self::Peer>>(
+        &self,
+        tx: &mut Self::Sender,
+        to: &[u8],
+        r: &Response,
+        payload: &[u8],
+        resolve: R,
+    ) -> Result<()> {
+        let one = [payload];
+        let parts: &[&[u8]] = if payload.is_empty() { &[] } else { &one };
+        self.reply(tx, to, &r.header(payload.len()), parts, resolve)
     }
 
     /// Hands received packets to `f` as `(header, source address, payload)`, oldest
@@ -259,6 +278,15 @@ pub trait Sink<R> {
     #[inline]
     fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
         self.packet(&m.header(), src, Payload::Inline(payload))
+    }
+    /// A response to one of this endpoint's requests that travelled in a short form,
+    /// described by `r`, with its payload (a read's data, a fetching atomic's old
+    /// values) in the packet. Means exactly
+    /// `packet(&r.header(payload.len()), src, Payload::Inline(payload))`, which is what
+    /// the default does.
+    #[inline]
+    fn response(&mut self, r: &Response, src: &[u8], payload: &[u8]) -> bool {
+        self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
     }
 }
 

@@ -173,6 +173,63 @@ impl Eager {
     }
 }
 
+/// A response ([`Op::Ack`], [`Op::ReadResp`] or [`Op::AtomicResp`]) to one of the
+/// initiator's requests: the only header fields a response has. A transport with a
+/// short wire form for responses hands these to
+/// [`Sink::response`](crate::provider::Sink::response) without building a whole
+/// [`Header`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Response {
+    /// [`Op::Ack`], [`Op::ReadResp`] or [`Op::AtomicResp`].
+    pub op: Op,
+    /// The initiator's transmit context, echoed from the request.
+    pub tx_idx: u16,
+    /// The initiator's request id, echoed from the request.
+    pub req: u64,
+    /// 0 or a positive `FI_E*` code.
+    pub status: u32,
+}
+
+impl Response {
+    /// The response that header `hdr` carries, if its op is a response.
+    #[inline]
+    pub fn of(hdr: &Header) -> Option<Response> {
+        let op = match Op::from_raw(hdr.op)? {
+            op @ (Op::Ack | Op::ReadResp | Op::AtomicResp) => op,
+            _ => return None,
+        };
+        Some(Response {
+            op,
+            tx_idx: hdr.tx_idx,
+            req: hdr.req,
+            status: hdr.status,
+        })
+    }
+
+    /// The full header of this response with `len` payload bytes, as
+    /// [`Transport::send`](crate::provider::Transport::send) takes it.
+    ///
+    /// ```
+    /// use fabric::wire::{Op, Response};
+    ///
+    /// let r = Response { op: Op::AtomicResp, tx_idx: 2, req: 9, status: 0 };
+    /// let h = r.header(8);
+    /// assert_eq!((h.op, h.tx_idx, h.req, h.status, h.len), (Op::AtomicResp as u8, 2, 9, 0, 8));
+    /// assert_eq!(Response::of(&h), Some(r));
+    /// ```
+    #[inline]
+    pub fn header(&self, len: usize) -> Header {
+        Header {
+            op: self.op as u8,
+            tx_idx: self.tx_idx,
+            req: self.req,
+            status: self.status,
+            len: len as u64,
+            ..Header::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

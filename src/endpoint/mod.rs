@@ -32,7 +32,7 @@ use crate::lock::Lock;
 use crate::provider::{Payload, Provider, Sink, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::Context;
-use crate::wire::{Eager, Header, Op};
+use crate::wire::{Eager, Header, Op, Response};
 
 pub use data::{AtomicMsg, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut};
 pub use owned::RmaIov;
@@ -366,8 +366,14 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
                 ep.on_atomic(hdr, src, payload);
                 true
             }
-            Some(Op::Ack | Op::ReadResp | Op::AtomicResp) => {
-                ep.on_response(hdr, payload);
+            Some(op @ (Op::Ack | Op::ReadResp | Op::AtomicResp)) => {
+                let r = Response {
+                    op,
+                    tx_idx: hdr.tx_idx,
+                    req: hdr.req,
+                    status: hdr.status,
+                };
+                ep.on_response(&r, payload);
                 true
             }
             // Garbage from a peer is dropped, never trusted (a remote payload is
@@ -379,6 +385,14 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
     #[inline(always)]
     fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
         self.ep.on_eager(m, src, payload, self.rd.as_deref_mut())
+    }
+
+    #[inline(always)]
+    fn response(&mut self, r: &Response, _src: &[u8], payload: &[u8]) -> bool {
+        // `NoPull`: an inline payload only, so the remote arms compile away.
+        self.ep
+            .on_response(r, Payload::<crate::provider::NoPull>::Inline(payload));
+        true
     }
 }
 

@@ -28,7 +28,18 @@ pub(crate) struct Pending {
     pub(crate) result: RawIov,
     pub(crate) want: bool,
     pub(crate) cntr: CntrKind,
-    pub(crate) gen: u32,
+}
+
+impl Pending {
+    /// What an unused slot holds.
+    const VACANT: Pending = Pending {
+        ctx: Context(0),
+        flags: CqFlags::empty(),
+        len: 0,
+        result: RawIov::EMPTY,
+        want: false,
+        cntr: CntrKind::Send,
+    };
 }
 
 /// Which transmit counter an operation increments.
@@ -41,8 +52,13 @@ pub(crate) enum CntrKind {
 
 /// Fixed-capacity table of pending operations; ids carry a generation so a stale or
 /// forged response id is ignored.
+///
+/// Slot `i`'s generation is odd while it holds an operation and even while it is free;
+/// an id is the generation it was issued at (odd) and `i`. Taking an operation frees its
+/// slot and leaves its fields in place ([`PendingTable::release`] then
+/// [`PendingTable::get`]), so a response reads them without copying them out.
 pub(crate) struct PendingTable {
-    slots: Vec<Option<Pending>>,
+    slots: Vec<Pending>,
     gens: Vec<u32>,
     free: Vec<u32>,
 }
@@ -50,33 +66,59 @@ pub(crate) struct PendingTable {
 impl PendingTable {
     pub(crate) fn new(cap: usize) -> Self {
         PendingTable {
-            slots: vec![None; cap],
+            slots: vec![Pending::VACANT; cap],
             gens: vec![0; cap],
             free: (0..cap as u32).rev().collect(),
         }
     }
 
+    /// Records `p`; its id, or `None` when the table is full.
     #[inline]
-    pub(crate) fn insert(&mut self, mut p: Pending) -> Option<u64> {
-        let i = self.free.pop()? as usize;
-        self.gens[i] = self.gens[i].wrapping_add(1);
-        p.gen = self.gens[i];
-        self.slots[i] = Some(p);
-        Some(((p.gen as u64) << 32) | i as u64)
+    pub(crate) fn insert(&mut self, p: Pending) -> Option<u64> {
+        let (id, slot) = self.claim()?;
+        *slot = p;
+        Some(id)
     }
 
+    /// Takes a free slot for an operation: its id and the entry to fill in (every field
+    /// of it: it holds whatever it held before). `None` when the table is full.
+    #[inline]
+    pub(crate) fn claim(&mut self) -> Option<(u64, &mut Pending)> {
+        let i = self.free.pop()? as usize;
+        let (Some(g), Some(slot)) = (self.gens.get_mut(i), self.slots.get_mut(i)) else {
+            return None;
+        };
+        *g = g.wrapping_add(1);
+        Some((((*g as u64) << 32) | i as u64, slot))
+    }
+
+    /// Frees the slot of the operation with `id` and returns its index, whose fields
+    /// [`Self::get`] reads until the next [`Self::insert`]. `None` for an id that is not
+    /// pending (unknown, stale, forged).
+    #[inline]
+    pub(crate) fn release(&mut self, id: u64) -> Option<usize> {
+        let i = (id as u32) as usize;
+        let g = self.gens.get_mut(i)?;
+        let want = (id >> 32) as u32;
+        if *g != want || want & 1 == 0 {
+            return None;
+        }
+        *g = g.wrapping_add(1);
+        self.free.push(i as u32);
+        Some(i)
+    }
+
+    /// The fields of the operation last recorded in slot `i` (a [`Self::release`]d
+    /// index).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> &Pending {
+        &self.slots[i]
+    }
+
+    /// Removes the operation with `id` and returns it (`None` if it is not pending).
     #[inline]
     pub(crate) fn take(&mut self, id: u64) -> Option<Pending> {
-        let i = (id as u32) as usize;
-        let slot = self.slots.get_mut(i)?;
-        match slot {
-            Some(p) if p.gen == (id >> 32) as u32 => {
-                let p = slot.take();
-                self.free.push(i as u32);
-                p
-            }
-            _ => None,
-        }
+        self.release(id).map(|i| self.slots[i])
     }
 
     pub(crate) fn in_flight(&self) -> usize {
@@ -89,13 +131,50 @@ impl PendingTable {
 
     pub(crate) fn drain(&mut self) -> Vec<Pending> {
         let mut v = Vec::new();
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            if let Some(p) = s.take() {
-                v.push(p);
+        for (i, g) in self.gens.iter_mut().enumerate() {
+            if *g & 1 == 1 {
+                *g = g.wrapping_add(1);
+                v.push(self.slots[i]);
                 self.free.push(i as u32);
             }
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod pending_tests {
+    use super::*;
+
+    fn op(ctx: u64) -> Pending {
+        Pending {
+            ctx: Context(ctx as usize),
+            ..Pending::VACANT
+        }
+    }
+
+    #[test]
+    fn ids_are_checked_and_single_use() {
+        let mut t = PendingTable::new(2);
+        let a = t.insert(op(1)).unwrap();
+        let b = t.insert(op(2)).unwrap();
+        assert!(t.insert(op(3)).is_none());
+        assert_eq!(t.in_flight(), 2);
+        // Forged: another generation, an out-of-range index, an even (free) generation.
+        assert!(t.take(a ^ 1 << 33).is_none());
+        assert!(t.take(a | 0xffff).is_none());
+        assert!(t.take(a & 0xffff_ffff).is_none());
+        assert_eq!(t.take(a).map(|p| p.ctx), Some(Context(1)));
+        // Replayed: the slot is free now, and stays refused once reused.
+        assert!(t.take(a).is_none());
+        let c = t.insert(op(4)).unwrap();
+        assert_ne!(c, a);
+        assert!(t.release(a).is_none());
+        let i = t.release(c).unwrap();
+        assert_eq!(t.get(i).ctx, Context(4));
+        assert_eq!(t.drain().len(), 1);
+        assert!(t.take(b).is_none());
+        assert_eq!((t.in_flight(), t.capacity()), (0, 2));
     }
 }
 

@@ -9,7 +9,7 @@ use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
 use crate::provider::{Payload, Provider, Pull, Transport};
-use crate::wire::{Header, Op, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use crate::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::EpInner;
 
@@ -298,22 +298,20 @@ impl<S: Config> EpInner<S> {
 
     /// Answers atomic request `req` with `op` (`AtomicResp` or `Ack`), `status` and
     /// the old values `out` (empty unless it fetched and succeeded): the response
-    /// [`EpInner::reply`] sends, for a payload of at most one piece.
+    /// [`EpInner::reply`] sends, for a payload of at most one piece, through
+    /// [`Transport::respond`].
     #[inline(always)]
     fn atomic_reply(&self, req: &Header, src_name: &[u8], op: Op, status: u32, out: &[u8]) {
-        let hdr = Header {
-            op: op as u8,
+        let r = Response {
+            op,
             tx_idx: req.tx_idx,
             req: req.req,
             status,
-            len: out.len() as u64,
-            ..Header::default()
         };
-        let parts: &[&[u8]] = if out.is_empty() { &[] } else { &[out] };
         // A peer that vanished cannot take its answer; nothing else is waiting for it.
         let _ = self.sender.with(|tx| {
             self.transport
-                .reply(tx, src_name, &hdr, parts, S::Provider::resolve)
+                .respond(tx, src_name, &r, out, S::Provider::resolve)
         });
     }
 }

@@ -11,7 +11,9 @@ use crate::mem::{RawIov, IOV_LIMIT};
 use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
-use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use crate::wire::{
+    Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
+};
 
 use super::owned::{OwnedTx, RmaIov, TxReq};
 use super::state::{CntrKind, Pending, TxState};
@@ -326,7 +328,7 @@ impl<S: Config> EpInner<S> {
         };
         let f = Fetch {
             iov,
-            result,
+            result: &result,
             dt,
             op,
             dest,
@@ -383,7 +385,7 @@ impl<S: Config> EpInner<S> {
                         payload: f.iov,
                         compare: &[],
                     };
-                    let result = &f.result;
+                    let result = f.result;
                     let mut filled = 0usize;
                     let d = self.sender.with(|tx| {
                         self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
@@ -403,16 +405,14 @@ impl<S: Config> EpInner<S> {
                         Direct::Failed(e) => return Ok(Fetched::Failed(e)),
                     }
                 }
-                let p = Pending {
-                    ctx: f.ctx,
-                    flags: cflags,
-                    len,
-                    result: f.result,
-                    want,
-                    cntr: CntrKind::Read,
-                    gen: 0,
-                };
-                let id = pending.insert(p).ok_or(Error::Again)?;
+                // Written in place: the result list is most of the entry.
+                let (id, p) = pending.claim().ok_or(Error::Again)?;
+                p.ctx = f.ctx;
+                p.flags = cflags;
+                p.len = len;
+                p.result = *f.result;
+                p.want = want;
+                p.cntr = CntrKind::Read;
                 let mut hdr = Header {
                     op: Op::Atomic as u8,
                     flags: HDR_FETCH,
@@ -533,7 +533,6 @@ impl<S: Config> EpInner<S> {
                 result: r.result,
                 want,
                 cntr: ck,
-                gen: 0,
             };
             hdr.req = st.pending.insert(p).ok_or(Error::Again)?;
             if matches!(r.op, Op::Msg | Op::Tagged) {
@@ -670,20 +669,24 @@ impl<S: Config> EpInner<S> {
         Some(Ok(()))
     }
 
-    /// Handles an `Ack`, `ReadResp` or `AtomicResp` for one of our pending operations.
-    /// Result data (a read's, a fetching atomic's) is copied into the result buffers,
-    /// straight from the target when it is remote; a response of the wrong kind or
-    /// size, or one whose data does not arrive, completes the operation with `FI_EIO`.
-    pub(crate) fn on_response<R: Pull>(&self, hdr: &Header, payload: Payload<'_, R>) {
-        let Some(tx) = self.tx.get(hdr.tx_idx as usize) else {
+    /// Handles response `r` (an `Ack`, `ReadResp` or `AtomicResp`) to one of our
+    /// pending operations, with its `payload`. Result data (a read's, a fetching
+    /// atomic's) is copied into the result buffers, straight from the target when it is
+    /// remote; a response of the wrong kind or size, or one whose data does not arrive,
+    /// completes the operation with `FI_EIO`. Unknown or stale ids are ignored.
+    #[inline]
+    pub(crate) fn on_response<R: Pull>(&self, r: &Response, payload: Payload<'_, R>) {
+        let Some(tx) = self.tx.get(r.tx_idx as usize) else {
             return;
         };
         tx.state.with(|st| {
             // Unknown or stale ids (a confused or malicious peer) are ignored.
-            let Some(p) = st.pending.take(hdr.req) else {
+            let Some(i) = st.pending.release(r.req) else {
                 return;
             };
-            let mut status = hdr.status;
+            // Read in place: the slot is free but not reused before this returns.
+            let p = st.pending.get(i);
+            let mut status = r.status;
             if status == 0 {
                 let expect = match (
                     p.flags.contains(CqFlags::READ),
@@ -693,7 +696,7 @@ impl<S: Config> EpInner<S> {
                     (true, false) => Op::AtomicResp,
                     (false, _) => Op::Ack,
                 };
-                if hdr.op != expect as u8 {
+                if r.op != expect {
                     // A success of another kind carries no (or the wrong) result.
                     status = Error::Io.code() as u32;
                 } else if expect != Op::Ack {
@@ -716,7 +719,9 @@ impl<S: Config> EpInner<S> {
                 let err = Error::from_code(status as i32);
                 st.fail(p.cntr, p.ctx, p.flags, err, status as i32);
             }
-            self.flush_fenced(st, hdr.tx_idx as usize);
+            if !st.fenced.is_empty() {
+                self.flush_fenced(st, r.tx_idx as usize);
+            }
         });
     }
 
@@ -804,7 +809,8 @@ impl<S: Config> TxState<S> {
 /// not constant.
 struct Fetch<'a> {
     iov: &'a [&'a [u8]],
-    result: RawIov,
+    // By reference: copying the list is most of what building this costs.
+    result: &'a RawIov,
     dt: Datatype,
     op: AtomicOp,
     dest: FiAddr,
@@ -821,7 +827,7 @@ impl<'a> Fetch<'a> {
             op: Op::Atomic,
             iov: self.iov,
             compare: &[],
-            result: self.result,
+            result: *self.result,
             dest: self.dest,
             tag: 0,
             data: self.data,

@@ -6,9 +6,9 @@
 //!
 //! ```text
 //! bits  0..32  stamp: the ring position + 1 (truncated), so cells of older laps never look ready
-//! bits 32..36  kind: SKIP | COMPACT | COMPACT_DATA | FULL | LARGE
-//! bits 36..40  op (COMPACT*: Msg or Tagged)
-//! bits 40..56  payload length (COMPACT*, STREAM)
+//! bits 32..36  kind: SKIP | COMPACT | COMPACT_DATA | FULL | LARGE | STREAM | RESPONSE | ATOMIC
+//! bits 36..40  op (COMPACT*: Msg or Tagged; RESPONSE: Ack, ReadResp or AtomicResp)
+//! bits 40..56  payload length (COMPACT*, STREAM, RESPONSE, ATOMIC)
 //! bit  56      remote CQ data present (STREAM)
 //! ```
 //! - `COMPACT`: tag (8 bytes), payload. A message of up to 48 bytes is one cache line.
@@ -20,11 +20,18 @@
 //!   still copies in.
 //! - `FULL`: the 64-byte [`Header`], payload.
 //! - `LARGE`: the header, then a [`Desc`] saying where the payload waits in the sender.
+//! - `ATOMIC`: an atomic request without remote CQ data: request id, address, key
+//!   (8 bytes each), transmit and receive context (2 each), target bytes (4), flags,
+//!   atomic op, datatype (1 each), 5 bytes of zero, the operands (and compare values):
+//!   up to 16 bytes of them (a fetch-add, a compare-swap of one `u64`) in one cache line.
+//! - `RESPONSE`: the request id (8 bytes), the status (4), the transmit context (2),
+//!   2 bytes of zero, the payload: a response with up to 40 bytes of result (a
+//!   fetching atomic's old values) is one cache line.
 //!
 //! Every value comes from another process and is validated here: [`parse`] never
 //! panics and never yields a length or offset outside the cells it was given.
 
-use fabric::wire::{Eager, Header, Op, HDR_REMOTE_CQ_DATA};
+use fabric::wire::{Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Result};
 use zerocopy::FromBytes;
 
@@ -45,6 +52,12 @@ pub const LARGE: u64 = 5;
 /// a progress word.
 pub const STREAM: u64 = 6;
 
+/// Kind: a response (no [`Header`]): request id, status, transmit context, payload.
+pub const RESPONSE: u64 = 7;
+
+/// Kind: an atomic request (no [`Header`]; see the module documentation).
+pub const ATOMIC: u64 = 8;
+
 /// Bytes of the control word.
 pub const WORD: usize = 8;
 /// Offset of a full header.
@@ -55,6 +68,17 @@ pub const BODY_OFF: usize = WORD + 64;
 pub const DESC_LEN: usize = 32;
 /// Largest compact payload (16-bit length field).
 pub const COMPACT_MAX: usize = u16::MAX as usize;
+/// Offset of a response packet's request id.
+pub const RESP_REQ: usize = WORD;
+/// Offset of a response packet's status.
+pub const RESP_STATUS: usize = WORD + 8;
+/// Offset of a response packet's transmit context.
+pub const RESP_TX: usize = WORD + 12;
+/// Offset of a response packet's payload.
+pub const RESP_BODY: usize = WORD + 16;
+/// Offset of an atomic request's payload (its fields before it: see the module
+/// documentation).
+pub const ATOMIC_BODY: usize = WORD + 40;
 /// Offset in a stream packet's first cell of its progress word: payload bytes written.
 pub const STREAM_PROGRESS: usize = CELL - WORD;
 /// Offset of a stream packet's payload: the second cell.
@@ -151,6 +175,93 @@ pub fn word_stream(pos: u64, op: Op, data: bool, len: usize) -> u64 {
     stamp(pos) as u64 | STREAM << 32 | (op as u64) << 36 | (len as u64) << 40 | (data as u64) << 56
 }
 
+/// Control word of a response packet of `op` (a response op) with `len` payload bytes
+/// (at most [`COMPACT_MAX`]).
+#[inline]
+pub fn word_response(pos: u64, op: u8, len: usize) -> u64 {
+    stamp(pos) as u64 | RESPONSE << 32 | (op as u64 & 0xf) << 36 | (len as u64) << 40
+}
+
+/// Control word of an atomic request with `len` payload bytes (at most [`COMPACT_MAX`]).
+#[inline]
+pub fn word_atomic(pos: u64, len: usize) -> u64 {
+    stamp(pos) as u64 | ATOMIC << 32 | (len as u64) << 40
+}
+
+/// Whether request `hdr` with `len` payload bytes can travel in the atomic request
+/// form: an atomic without remote CQ data (the fields it drops are zero or unused).
+#[inline]
+pub fn atomic_ok(hdr: &Header, len: usize) -> bool {
+    hdr.op == Op::Atomic as u8
+        && hdr.flags & !(HDR_FETCH | HDR_COMPARE) == 0
+        && hdr.len == len as u64
+        && len <= COMPACT_MAX
+}
+
+/// The fields of atomic request `hdr` as the atomic request form lays them out after
+/// the control word.
+#[inline(always)]
+pub fn atomic_fields(hdr: &Header) -> [u8; ATOMIC_BODY - WORD] {
+    let mut b = [0u8; ATOMIC_BODY - WORD];
+    b[0..8].copy_from_slice(&hdr.req.to_le_bytes());
+    b[8..16].copy_from_slice(&hdr.addr.to_le_bytes());
+    b[16..24].copy_from_slice(&hdr.key.to_le_bytes());
+    b[24..26].copy_from_slice(&hdr.tx_idx.to_le_bytes());
+    b[26..28].copy_from_slice(&hdr.rx_idx.to_le_bytes());
+    b[28..32].copy_from_slice(&hdr.aux.to_le_bytes());
+    b[32] = hdr.flags;
+    b[33] = hdr.atomic_op;
+    b[34] = hdr.datatype;
+    b
+}
+
+/// The receive lane of an atomic request packet (`kind(w)` is [`ATOMIC`]): its header,
+/// its payload (`hdr.len` bytes at [`ATOMIC_BODY`]) and the cells it takes, all within
+/// `avail` (whole cells). Garbage (unknown high bits or flags, more cells than `avail`)
+/// gives `Err(Io)`.
+#[inline(always)]
+pub fn atomic(w: u64, avail: &[u8]) -> Result<(Header, &[u8], usize)> {
+    if (w >> 36) & 0xf != 0 || w >> 56 != 0 {
+        return Err(Error::Io);
+    }
+    let len = ((w >> 40) & 0xffff) as usize;
+    let end = ATOMIC_BODY + len;
+    let cells = cells_for(end);
+    if cells * CELL > avail.len() {
+        return Err(Error::Io);
+    }
+    let (Some(b), Some(payload)) = (avail.get(WORD..ATOMIC_BODY), avail.get(ATOMIC_BODY..end))
+    else {
+        return Err(Error::Io);
+    };
+    let u64_at = |i: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(x)
+    };
+    let flags = b[32];
+    if flags & !(HDR_FETCH | HDR_COMPARE) != 0 {
+        return Err(Error::Io);
+    }
+    let hdr = Header {
+        op: Op::Atomic as u8,
+        flags,
+        atomic_op: b[33],
+        datatype: b[34],
+        rx_idx: u16::from_le_bytes([b[26], b[27]]),
+        tx_idx: u16::from_le_bytes([b[24], b[25]]),
+        status: 0,
+        aux: u32::from_le_bytes([b[28], b[29], b[30], b[31]]),
+        req: u64_at(0),
+        tag: 0,
+        data: 0,
+        addr: u64_at(8),
+        key: u64_at(16),
+        len: len as u64,
+    };
+    Ok((hdr, payload, cells))
+}
+
 /// Control word of a packet of `kind` other than the compact and stream ones.
 #[inline]
 pub fn word(pos: u64, kind: u64) -> u64 {
@@ -236,6 +347,24 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
                 hdr: m.header(),
                 off: compact_prefix(m.data.is_some()),
                 len: m.len,
+                cells,
+            })
+        }
+        ATOMIC => {
+            let (hdr, payload, cells) = atomic(w, avail)?;
+            Ok(Parsed::Inline {
+                hdr,
+                off: ATOMIC_BODY,
+                len: payload.len(),
+                cells,
+            })
+        }
+        RESPONSE => {
+            let (r, payload, cells) = response(w, avail)?;
+            Ok(Parsed::Inline {
+                hdr: r.header(payload.len()),
+                off: RESP_BODY,
+                len: payload.len(),
                 cells,
             })
         }
@@ -345,6 +474,48 @@ pub fn compact(w: u64, avail: &[u8]) -> Result<(Eager, &[u8], usize)> {
         len,
     };
     Ok((m, payload, cells))
+}
+
+/// The receive lane of a response packet (`kind(w)` is [`RESPONSE`]): the response,
+/// its payload and the cells it takes, all within `avail` (the bytes from its first
+/// cell to the end of the ring, whole cells). Garbage (an op that is not a response,
+/// unknown high bits, more cells than `avail`) gives `Err(Io)`; the request id is the
+/// initiator's to check.
+#[inline(always)]
+pub fn response(w: u64, avail: &[u8]) -> Result<(Response, &[u8], usize)> {
+    const ACK: u64 = Op::Ack as u64;
+    const READ: u64 = Op::ReadResp as u64;
+    const ATOMIC: u64 = Op::AtomicResp as u64;
+    let op = match (w >> 36) & 0xf {
+        ATOMIC => Op::AtomicResp,
+        ACK => Op::Ack,
+        READ => Op::ReadResp,
+        _ => return Err(Error::Io),
+    };
+    if w >> 56 != 0 {
+        return Err(Error::Io);
+    }
+    let end = RESP_BODY + ((w >> 40) & 0xffff) as usize;
+    let cells = cells_for(end);
+    // Whole cells, so this also puts the payload (`..end`) and the prefix in bounds.
+    if cells * CELL > avail.len() {
+        return Err(Error::Io);
+    }
+    let (Some(first), Some(payload)) = (avail.first_chunk::<CELL>(), avail.get(RESP_BODY..end))
+    else {
+        return Err(Error::Io);
+    };
+    let mut req = [0u8; 8];
+    req.copy_from_slice(&first[RESP_REQ..RESP_REQ + 8]);
+    let mut status = [0u8; 4];
+    status.copy_from_slice(&first[RESP_STATUS..RESP_STATUS + 4]);
+    let r = Response {
+        op,
+        tx_idx: u16::from_le_bytes([first[RESP_TX], first[RESP_TX + 1]]),
+        req: u64::from_le_bytes(req),
+        status: u32::from_le_bytes(status),
+    };
+    Ok((r, payload, cells))
 }
 
 /// The message of a compact or stream packet: op and length from the control word `w`,
@@ -536,7 +707,127 @@ mod tests {
         assert!(parse(word(0, LARGE), &packet(word(0, LARGE), &body), 4096).is_err());
     }
 
+    #[test]
+    fn response_and_atomic_cells_fit_one_line() {
+        // A fetch-add's answer: 8 bytes of old value.
+        let w = word_response(4, Op::AtomicResp as u8, 8);
+        let mut body = 0x0123_4567_89ab_cdefu64.to_le_bytes().to_vec();
+        body.extend_from_slice(&61u32.to_le_bytes());
+        body.extend_from_slice(&3u16.to_le_bytes());
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&7u64.to_le_bytes());
+        let p = packet(w, &body);
+        assert_eq!(p.len(), CELL);
+        let (r, payload, cells) = response(w, &p).unwrap();
+        let want = Response {
+            op: Op::AtomicResp,
+            tx_idx: 3,
+            req: 0x0123_4567_89ab_cdef,
+            status: 61,
+        };
+        assert_eq!((r, payload, cells), (want, &7u64.to_le_bytes()[..], 1));
+        assert_eq!(
+            parse(w, &p, 4096).unwrap(),
+            Parsed::Inline {
+                hdr: want.header(8),
+                off: RESP_BODY,
+                len: 8,
+                cells: 1
+            }
+        );
+        // Not a response op, unknown high bits, a payload past the cells given.
+        for bad in [
+            word_response(4, Op::Atomic as u8, 8),
+            word_response(4, 0, 8),
+            w | 1 << 60,
+            word_response(4, Op::Ack as u8, 41),
+        ] {
+            assert!(response(bad, &p).is_err(), "{bad:#x}");
+            assert!(parse(bad, &p, 4096).is_err(), "{bad:#x}");
+        }
+
+        // A fetch-add request: 8 bytes of operand.
+        let hdr = Header {
+            op: Op::Atomic as u8,
+            flags: HDR_FETCH,
+            atomic_op: 3,
+            datatype: 9,
+            rx_idx: 1,
+            tx_idx: 2,
+            aux: 8,
+            req: 1 << 40 | 5,
+            addr: 0xdead_b000,
+            key: 77,
+            len: 8,
+            ..Header::default()
+        };
+        assert!(atomic_ok(&hdr, 8));
+        let w = word_atomic(9, 8);
+        let mut body = atomic_fields(&hdr).to_vec();
+        body.extend_from_slice(&1u64.to_le_bytes());
+        let p = packet(w, &body);
+        assert_eq!(p.len(), CELL);
+        let (h, payload, cells) = atomic(w, &p).unwrap();
+        assert_eq!((h, payload, cells), (hdr, &1u64.to_le_bytes()[..], 1));
+        assert!(
+            matches!(parse(w, &p, 4096), Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: 8, cells: 1 }) if h == hdr)
+        );
+        // Remote CQ data, another op or a length that disagrees: not this form.
+        let data = Header {
+            flags: HDR_FETCH | HDR_REMOTE_CQ_DATA,
+            data: 1,
+            ..hdr
+        };
+        assert!(!atomic_ok(&data, 8) && !atomic_ok(&hdr, 16));
+        assert!(!atomic_ok(
+            &Header {
+                op: Op::Write as u8,
+                ..hdr
+            },
+            8
+        ));
+        // Unknown flags or high bits, a payload past the cells given.
+        let mut bad_flags = p.clone();
+        bad_flags[WORD + 32] |= HDR_REMOTE_CQ_DATA;
+        assert!(atomic(w, &bad_flags).is_err());
+        assert!(atomic(w | 1 << 36, &p).is_err() && atomic(w | 1 << 60, &p).is_err());
+        assert!(atomic(word_atomic(9, 17), &p).is_err());
+        assert!(atomic(w, &p[..8]).is_err());
+    }
+
     proptest! {
+        /// The response and atomic lanes on any word and bytes a peer may write: never
+        /// a panic, never a range outside `avail`, and what they accept is what `parse`
+        /// accepts.
+        #[test]
+        fn lanes_are_total(w in any::<u64>(), kind in prop_oneof![Just(RESPONSE), Just(ATOMIC)], avail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let w = (w & !(0xf << 32)) | kind << 32;
+            let parsed = parse(w, &avail, 4096);
+            if kind == RESPONSE {
+                match response(w, &avail) {
+                    Ok((r, payload, cells)) => {
+                        prop_assert!(cells * CELL <= avail.len());
+                        prop_assert!(RESP_BODY + payload.len() <= cells * CELL);
+                        prop_assert!(matches!(r.op, Op::Ack | Op::ReadResp | Op::AtomicResp));
+                        prop_assert_eq!(parsed, Ok(Parsed::Inline { hdr: r.header(payload.len()), off: RESP_BODY, len: payload.len(), cells }));
+                    }
+                    Err(_) => prop_assert!(parsed.is_err()),
+                }
+            } else {
+                match atomic(w, &avail) {
+                    Ok((h, payload, cells)) => {
+                        prop_assert!(cells * CELL <= avail.len());
+                        prop_assert!(ATOMIC_BODY + payload.len() <= cells * CELL);
+                        prop_assert_eq!(h.len, payload.len() as u64);
+                        prop_assert_eq!(h.op, Op::Atomic as u8);
+                        prop_assert_eq!(h.flags & !(HDR_FETCH | HDR_COMPARE), 0);
+                        prop_assert_eq!(parsed, Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: payload.len(), cells }));
+                    }
+                    Err(_) => prop_assert!(parsed.is_err()),
+                }
+            }
+        }
+
         /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
         #[test]
         fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
-use fabric::wire::{Eager, Header, Op, HDR_ACK};
+use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
@@ -223,14 +223,15 @@ impl ShmEp {
     /// responses already wait, it joins the channel's spill queue.
     ///
     /// A response carried inline, with nothing spilled before it and room in the ring,
-    /// is written here in one step ([`write_response`]); everything else takes
+    /// is written here in one step, in the short form ([`write_response`]: a fetching
+    /// atomic's answer is one cache line); everything else takes
     /// [`ShmEp::respond_slow`].
     #[inline(always)]
-    fn respond(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
+    fn respond_on(&self, tx: &mut ShmTx, i: usize, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let ch = &mut tx.chans[i];
-        if len <= self.shared.tuning.inline_max && ch.spill.is_empty() {
-            let need = cell::cells_for(cell::BODY_OFF + len) as u64;
+        if len <= self.shared.tuning.inline_max.min(cell::COMPACT_MAX) && ch.spill.is_empty() {
+            let need = cell::cells_for(cell::RESP_BODY + len) as u64;
             // The request bound of `claim_fast` is stricter than a response's (no
             // reserve), so what it passes fits; otherwise `claim` decides.
             let pos = match claim_fast(ch, need) {
@@ -238,7 +239,9 @@ impl ShmEp {
                 None => claim(ch, need, 0).ok(),
             };
             if let Some(pos) = pos {
-                write_response(ch, pos, need, hdr, payload);
+                write_response(
+                    ch, pos, need, hdr.op, hdr.tx_idx, hdr.req, hdr.status, payload, len,
+                );
                 ring(&ch.peer);
                 return Ok(());
             }
@@ -246,7 +249,7 @@ impl ShmEp {
         self.respond_slow(tx, i, hdr, payload, len)
     }
 
-    /// [`Self::respond`] of a response that is staged, waits behind spilled ones or
+    /// [`Self::respond_on`] of a response that is staged, waits behind spilled ones or
     /// finds the ring full.
     #[cold]
     #[inline(never)]
@@ -310,6 +313,104 @@ impl ShmEp {
         tx.refused(i, to, res)?;
         ring(to);
         Ok(())
+    }
+}
+
+impl ShmEp {
+    /// [`Transport::send`] of any packet: a request (tracked until its response
+    /// arrives, when it needs one) or a response.
+    #[inline(never)]
+    fn send_packet(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> Result<()> {
+        if to.known_dead() || to.region.closed() {
+            if let Some(&i) = tx.index.get(&to.name.nonce) {
+                tx.forget(i);
+            }
+            return Err(Error::HostUnreach);
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
+        let i = tx.channel(to)?;
+        if is_response(hdr.op) {
+            return self.respond_on(tx, i, hdr, payload);
+        }
+        let ch = &tx.chans[i];
+        if !ch.spill.is_empty() {
+            return Err(Error::Again);
+        }
+        let reserve = ch.cells / RESERVE_DIV;
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        // Tracked before the packet is visible: the response may be polled by another
+        // thread as soon as it is.
+        let resp = response_of(hdr);
+        if let Some(op) = resp {
+            self.shared
+                .track
+                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
+        }
+        let res = tx.put(i, hdr, payload, len, reserve);
+        if let Err(e) = tx.refused(i, to, res) {
+            if resp.is_some() {
+                untrack(&self.shared, hdr);
+            }
+            return Err(e);
+        }
+        ring(to);
+        Ok(())
+    }
+
+    /// The short path of [`Transport::send`] for atomic request `hdr` (`hdr.op` is
+    /// [`Op::Atomic`]): `true` when it was written, tracked and announced; `false`
+    /// when nothing was done and [`ShmEp::send_packet`] decides.
+    #[inline(always)]
+    fn send_atomic(
+        &self,
+        tx: &mut ShmTx,
+        to: &Arc<PeerRegion>,
+        hdr: &Header,
+        payload: &[&[u8]],
+    ) -> bool {
+        let len = match payload {
+            [] => 0,
+            [one] => one.len(),
+            many => many.iter().map(|p| p.len()).sum(),
+        };
+        if !cell::atomic_ok(hdr, len)
+            || to.known_dead()
+            || to.region.closed()
+            || self.shared.spilled.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        // No spill queue holds anything while `spilled` is clear (see `send_eager`).
+        let Some(ch) = tx.chans.get_mut(tx.last) else {
+            return false;
+        };
+        if !Arc::ptr_eq(&ch.peer, to) {
+            return false;
+        }
+        let need = cell::cells_for(cell::ATOMIC_BODY + len) as u64;
+        let Some(pos) = claim_fast(ch, need) else {
+            return false;
+        };
+        let op = if hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0 {
+            Op::AtomicResp
+        } else {
+            Op::Ack
+        };
+        // Tracked before the packet is visible (see `send_packet`).
+        self.shared
+            .track
+            .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
+        write_atomic_at(ch, pos, need, hdr, payload);
+        ring(to);
+        true
     }
 }
 
@@ -542,6 +643,9 @@ fn write_packet(
     reserve: u64,
     desc: Option<&cell::Desc>,
 ) -> Result<()> {
+    if desc.is_none() && cell::atomic_ok(hdr, len) {
+        return write_atomic(ch, hdr, parts, len, reserve);
+    }
     if desc.is_none() && cell::compact_ok(hdr, len) {
         let m = Eager {
             op: if hdr.op == Op::Tagged as u8 {
@@ -584,21 +688,70 @@ fn write_packet(
     Ok(())
 }
 
-/// Writes response `hdr` with its inline payload `parts` (`need` cells together) at
-/// position `pos` of `ch`, which [`claim_fast`] or [`claim`] returned: the full packet
-/// [`write_packet`] writes, with the header's fixed-size copy and no tests of the
-/// forms a response never takes.
+/// Writes atomic request `hdr` (which [`cell::atomic_ok`] passed with `len`) with its
+/// operands `parts` into `ch` in the short form ([`cell::ATOMIC`]), keeping `reserve`
+/// cells free. `Err(Again)` when the ring lacks room.
+#[inline]
+fn write_atomic(
+    ch: &mut TxChan,
+    hdr: &Header,
+    parts: &[&[u8]],
+    len: usize,
+    reserve: u64,
+) -> Result<()> {
+    let need = cell::cells_for(cell::ATOMIC_BODY + len) as u64;
+    let pos = claim(ch, need, reserve)?;
+    write_atomic_at(ch, pos, need, hdr, parts);
+    Ok(())
+}
+
+/// [`write_atomic`] at position `pos` (`need` cells) that [`claim_fast`] or [`claim`]
+/// returned: a fetch-add of one `u64` is one cache line.
 #[inline(always)]
-fn write_response(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[&[u8]]) {
+fn write_atomic_at(ch: &mut TxChan, pos: u64, need: u64, hdr: &Header, parts: &[&[u8]]) {
     let mut pkt = ch
         .peer
         .region
         .packet(ch.cell_off(pos), need as usize * CELL);
-    pkt.put(hdr.as_bytes());
+    pkt.put(&cell::atomic_fields(hdr));
     for p in parts {
         pkt.put(p);
     }
-    pkt.publish(cell::word(pos, cell::FULL));
+    pkt.publish(cell::word_atomic(pos, hdr.len as usize));
+    ch.tail = pos + need;
+}
+
+/// Writes a response (`op`, which [`is_response`] passes, to request `req` of transmit
+/// context `tx_idx`, with `status`) with its inline payload `parts` (`len` bytes, at
+/// most [`cell::COMPACT_MAX`]; `need` cells together) at position `pos` of `ch`, which
+/// [`claim_fast`] or [`claim`] returned, in the short form ([`cell::RESPONSE`]): only
+/// the fields a response has.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_response(
+    ch: &mut TxChan,
+    pos: u64,
+    need: u64,
+    op: u8,
+    tx_idx: u16,
+    req: u64,
+    status: u32,
+    parts: &[&[u8]],
+    len: usize,
+) {
+    let mut pkt = ch
+        .peer
+        .region
+        .packet(ch.cell_off(pos), need as usize * CELL);
+    let mut fields = [0u8; cell::RESP_BODY - cell::WORD];
+    fields[..8].copy_from_slice(&req.to_le_bytes());
+    fields[8..12].copy_from_slice(&status.to_le_bytes());
+    fields[12..14].copy_from_slice(&tx_idx.to_le_bytes());
+    pkt.put(&fields);
+    for p in parts {
+        pkt.put(p);
+    }
+    pkt.publish(cell::word_response(pos, op, len));
     ch.tail = pos + need;
 }
 
@@ -774,6 +927,10 @@ impl Transport for ShmEp {
         }
     }
 
+    /// An atomic request in the short form ([`cell::ATOMIC`]) to a live peer, on the
+    /// channel last sent on, with no spilled responses to flush first and room in the
+    /// ring without rereading its head, is written here in one step
+    /// ([`ShmEp::send_atomic`]); everything else takes [`ShmEp::send_packet`].
     #[inline]
     fn send(
         &self,
@@ -782,42 +939,10 @@ impl Transport for ShmEp {
         hdr: &Header,
         payload: &[&[u8]],
     ) -> Result<()> {
-        if to.known_dead() || to.region.closed() {
-            if let Some(&i) = tx.index.get(&to.name.nonce) {
-                tx.forget(i);
-            }
-            return Err(Error::HostUnreach);
+        if hdr.op == Op::Atomic as u8 && self.send_atomic(tx, to, hdr, payload) {
+            return Ok(());
         }
-        if self.shared.spilled.load(Ordering::Relaxed) {
-            tx.flush_spills();
-        }
-        let i = tx.channel(to)?;
-        if is_response(hdr.op) {
-            return self.respond(tx, i, hdr, payload);
-        }
-        let ch = &tx.chans[i];
-        if !ch.spill.is_empty() {
-            return Err(Error::Again);
-        }
-        let reserve = ch.cells / RESERVE_DIV;
-        let len: usize = payload.iter().map(|p| p.len()).sum();
-        // Tracked before the packet is visible: the response may be polled by another
-        // thread as soon as it is.
-        let resp = response_of(hdr);
-        if let Some(op) = resp {
-            self.shared
-                .track
-                .track(hdr.tx_idx, hdr.req, to.name.nonce, op);
-        }
-        let res = tx.put(i, hdr, payload, len, reserve);
-        if let Err(e) = tx.refused(i, to, res) {
-            if resp.is_some() {
-                untrack(&self.shared, hdr);
-            }
-            return Err(e);
-        }
-        ring(to);
-        Ok(())
+        self.send_packet(tx, to, hdr, payload)
     }
 
     /// A message small enough to travel compact and inline and not streamed, to a
@@ -884,7 +1009,53 @@ impl Transport for ShmEp {
             tx.flush_spills();
         }
         tx.last = i;
-        self.respond(tx, i, hdr, payload)
+        self.respond_on(tx, i, hdr, payload)
+    }
+
+    /// A response to the requester on the channel last used, live, with nothing
+    /// spilled and room in the ring without rereading its head, is written here in one
+    /// step, in the short form; everything else is [`Transport::reply`] of its header.
+    #[inline]
+    fn respond<R: FnOnce(&[u8]) -> Result<Arc<PeerRegion>>>(
+        &self,
+        tx: &mut ShmTx,
+        to: &[u8],
+        r: &Response,
+        payload: &[u8],
+        resolve: R,
+    ) -> Result<()> {
+        let sh = &*self.shared;
+        let len = payload.len();
+        if let Some(i) = tx.find(to) {
+            let ch = &mut tx.chans[i];
+            if len <= sh.tuning.inline_max.min(cell::COMPACT_MAX)
+                && !ch.peer.known_dead()
+                && !ch.peer.region.closed()
+                && !sh.spilled.load(Ordering::Relaxed)
+            {
+                let need = cell::cells_for(cell::RESP_BODY + len) as u64;
+                // The request bound is stricter than a response's: what passes fits.
+                if let Some(pos) = claim_fast(ch, need) {
+                    write_response(
+                        ch,
+                        pos,
+                        need,
+                        r.op as u8,
+                        r.tx_idx,
+                        r.req,
+                        r.status,
+                        &[payload],
+                        len,
+                    );
+                    ring(&ch.peer);
+                    tx.last = i;
+                    return Ok(());
+                }
+            }
+        }
+        let one = [payload];
+        let parts: &[&[u8]] = if payload.is_empty() { &[] } else { &one };
+        self.reply(tx, to, &r.header(len), parts, resolve)
     }
 
     #[inline]
@@ -934,80 +1105,114 @@ impl Transport for ShmEp {
                     n += 1;
                     continue;
                 }
-                match cell::parse(w, avail, sh.tuning.inline_max) {
-                    Ok(Parsed::Skip) => {
-                        ch.head += (avail.len() / CELL) as u64;
-                    }
-                    Ok(Parsed::Inline {
-                        hdr,
-                        off: o,
-                        len,
-                        cells: k,
-                    }) => {
-                        if is_response(hdr.op) && sh.track.used() {
-                            untrack(sh, &hdr);
-                        }
-                        if !f.packet(&hdr, &ch.src, Payload::Inline(&avail[o..o + len])) {
-                            stop = true;
-                            break;
-                        }
-                        ch.head += k as u64;
-                        n += 1;
-                    }
-                    Ok(Parsed::Stream { hdr, len, cells: k }) => {
-                        ring.point(off, len, &ch.src);
-                        if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
-                            stop = true;
-                            break;
-                        }
-                        ch.head += k as u64;
-                        n += 1;
-                    }
-                    Ok(Parsed::Large {
-                        hdr,
-                        desc,
-                        cells: k,
-                    }) => {
-                        let Ok(peer) = peer::resolve(&ch.src) else {
-                            ch.broken = true;
-                            break;
-                        };
-                        if is_response(hdr.op) && sh.track.used() {
-                            untrack(sh, &hdr);
-                        }
-                        let consumed = match ShmPull::new(peer.clone(), &desc) {
-                            Ok(pull) => {
-                                let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
-                                if c {
-                                    pull.finish();
-                                }
-                                c
-                            }
-                            // Bad descriptor: hand on an empty payload of the wrong
-                            // length so the core answers the request with an error.
-                            Err(_) => {
-                                let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
-                                if c && desc.mode != cell::Desc::RNDV {
-                                    // The slot is of no use to anyone: back to the sender.
-                                    peer.region
-                                        .release(desc.slot as usize)
-                                        .store(desc.gen, Ordering::Release);
-                                }
-                                c
-                            }
-                        };
-                        if !consumed {
-                            stop = true;
-                            break;
-                        }
-                        ch.head += k as u64;
-                        n += 1;
-                    }
-                    Err(_) => {
+                let kind = cell::kind(w);
+                if kind == cell::RESPONSE {
+                    // The lane of responses: no header either.
+                    let Ok((resp, payload, k)) = cell::response(w, avail) else {
                         ch.broken = true;
                         break;
+                    };
+                    if sh.track.used() {
+                        sh.track.untrack(resp.tx_idx, resp.req);
                     }
+                    if !f.response(&resp, &ch.src, payload) {
+                        stop = true;
+                        break;
+                    }
+                    ch.head += k as u64;
+                    n += 1;
+                    continue;
                 }
+                // Packets with their payload in the ring are handed on below: atomic
+                // requests without the generic parse, the rest through it.
+                let (hdr, payload, k) = if kind == cell::ATOMIC {
+                    match cell::atomic(w, avail) {
+                        Ok(a) => a,
+                        Err(_) => {
+                            ch.broken = true;
+                            break;
+                        }
+                    }
+                } else {
+                    match cell::parse(w, avail, sh.tuning.inline_max) {
+                        Ok(Parsed::Skip) => {
+                            ch.head += (avail.len() / CELL) as u64;
+                            continue;
+                        }
+                        Ok(Parsed::Inline {
+                            hdr,
+                            off: o,
+                            len,
+                            cells: k,
+                        }) => {
+                            if is_response(hdr.op) && sh.track.used() {
+                                untrack(sh, &hdr);
+                            }
+                            (hdr, &avail[o..o + len], k)
+                        }
+                        Ok(Parsed::Stream { hdr, len, cells: k }) => {
+                            ring.point(off, len, &ch.src);
+                            if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
+                                stop = true;
+                                break;
+                            }
+                            ch.head += k as u64;
+                            n += 1;
+                            continue;
+                        }
+                        Ok(Parsed::Large {
+                            hdr,
+                            desc,
+                            cells: k,
+                        }) => {
+                            let Ok(peer) = peer::resolve(&ch.src) else {
+                                ch.broken = true;
+                                break;
+                            };
+                            if is_response(hdr.op) && sh.track.used() {
+                                untrack(sh, &hdr);
+                            }
+                            let consumed = match ShmPull::new(peer.clone(), &desc) {
+                                Ok(pull) => {
+                                    let c = f.packet(&hdr, &ch.src, Payload::Remote(&pull));
+                                    if c {
+                                        pull.finish();
+                                    }
+                                    c
+                                }
+                                // Bad descriptor: hand on an empty payload of the wrong
+                                // length so the core answers the request with an error.
+                                Err(_) => {
+                                    let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
+                                    if c && desc.mode != cell::Desc::RNDV {
+                                        // The slot is of no use to anyone: back to the sender.
+                                        peer.region
+                                            .release(desc.slot as usize)
+                                            .store(desc.gen, Ordering::Release);
+                                    }
+                                    c
+                                }
+                            };
+                            if !consumed {
+                                stop = true;
+                                break;
+                            }
+                            ch.head += k as u64;
+                            n += 1;
+                            continue;
+                        }
+                        Err(_) => {
+                            ch.broken = true;
+                            break;
+                        }
+                    }
+                };
+                if !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
+                    stop = true;
+                    break;
+                }
+                ch.head += k as u64;
+                n += 1;
             }
             if ch.head != ch.published {
                 r.head_of(&ch.at).store(ch.head, Ordering::Release);

@@ -13,6 +13,16 @@ fuzz_target!(|data: &[u8]| {
     let w = u64::from_le_bytes(w.try_into().unwrap());
     // The receiver passes whole cells: round the rest down to 64-byte cells.
     let avail = &rest[..rest.len() / 64 * 64];
+    // The receive lanes of responses and atomic requests, which skip `parse`.
+    if let Ok((_, payload, cells)) = fabric_shm::cell::response(w, avail) {
+        assert!(fabric_shm::cell::RESP_BODY + payload.len() <= cells * 64);
+        assert!(cells * 64 <= avail.len());
+    }
+    if let Ok((hdr, payload, cells)) = fabric_shm::cell::atomic(w, avail) {
+        assert!(fabric_shm::cell::ATOMIC_BODY + payload.len() <= cells * 64);
+        assert!(cells * 64 <= avail.len());
+        assert_eq!(hdr.len, payload.len() as u64);
+    }
     match parse(w, avail, fabric_shm::INLINE_MAX) {
         Ok(Parsed::Inline { off, len, cells, .. }) => {
             assert!(off + len <= avail.len());
