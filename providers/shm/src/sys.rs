@@ -492,7 +492,11 @@ mod tests {
         let lazy = Mapping::new(&memfd(len).unwrap(), len).unwrap();
         assert_eq!(resident_pages(&lazy), 0, "a fresh file has no pages yet");
         let own = Mapping::new_populated(&memfd(len).unwrap(), len).unwrap();
-        assert_eq!(resident_pages(&own), 16, "every page allocated at the mapping");
+        assert_eq!(
+            resident_pages(&own),
+            16,
+            "every page allocated at the mapping"
+        );
     }
 
     #[test]

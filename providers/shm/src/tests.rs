@@ -142,6 +142,7 @@ fn backpressure_then_everything_once() {
         op: Op::Ack as u8,
         ..Header::default()
     };
+    b.ep.expect_response(a.ep.name(), 0, 0, Op::Ack);
     send(&mut a, &to_b, &ack, &[]).unwrap();
     let got = drain(&mut b);
     assert_eq!(got.len() as u64, sent + 1);
@@ -166,6 +167,7 @@ fn responses_spill_and_flush_in_order() {
             len: body.len() as u64,
             ..Header::default()
         };
+        b.ep.expect_response(a.ep.name(), 0, n, Op::ReadResp);
         send(&mut a, &to_b, &h, &body).unwrap();
         n += 1;
     }
@@ -458,6 +460,7 @@ fn large_responses_spill_and_flush_staged() {
                 len: body.len() as u64,
                 ..Header::default()
             };
+            b.ep.expect_response(a.ep.name(), 0, req, Op::ReadResp);
             send(&mut a, &to_b, &h, &body).unwrap();
         }
         assert!(a.ep.backlog(), "cma={cma}");
@@ -695,6 +698,10 @@ fn atomic_requests_and_responses_travel_short() {
     // One cell.
     assert_eq!(head(&a, &b), 1);
     for (status, old) in [(0u32, &9u64.to_le_bytes()[..]), (13, &[][..])] {
+        if status != 0 {
+            // The first answer untracked the request: this one answers it again.
+            a.ep.expect_response(b.ep.name(), req.tx_idx, req.req, Op::AtomicResp);
+        }
         let r = Response {
             op: Op::AtomicResp,
             tx_idx: req.tx_idx,
@@ -711,6 +718,74 @@ fn atomic_requests_and_responses_travel_short() {
         );
     }
     assert_eq!(head(&b, &a), 2);
+}
+
+/// A response is taken only from the peer its request went to, and only once: a
+/// third endpoint answering with the same ids, or a second answer, is dropped in the
+/// transport, whichever cell form it takes.
+#[test]
+fn only_the_asked_peer_answers_once() {
+    let mut a = end(true);
+    let mut b = end(true);
+    let mut c = end(true);
+    let to_b = resolve(&b);
+    let to_a = resolve(&a);
+    let req = Header {
+        op: Op::Atomic as u8,
+        flags: fabric::wire::HDR_FETCH,
+        atomic_op: 3,
+        datatype: 9,
+        tx_idx: 2,
+        aux: 8,
+        req: 5 << 32 | 1,
+        addr: 0x1000,
+        key: 42,
+        len: 8,
+        ..Header::default()
+    };
+    send(&mut a, &to_b, &req, &5u64.to_le_bytes()).unwrap();
+    assert_eq!(drain(&mut b).len(), 1);
+    let answer = Response {
+        op: Op::AtomicResp,
+        tx_idx: req.tx_idx,
+        req: req.req,
+        status: 0,
+    };
+    // The short form and the full header, from a peer that was not asked.
+    c.ep.respond(
+        &mut c.tx,
+        a.ep.name(),
+        &answer,
+        &[7; 8],
+        crate::Shm::resolve,
+    )
+    .unwrap();
+    send(&mut c, &to_a, &answer.header(8), &[7; 8]).unwrap();
+    assert!(drain(&mut a).is_empty(), "a forged answer got through");
+    b.ep.respond(
+        &mut b.tx,
+        a.ep.name(),
+        &answer,
+        &[9; 8],
+        crate::Shm::resolve,
+    )
+    .unwrap();
+    let got = drain(&mut a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].0.req, &got[0].1[..], &got[0].2[..]),
+        (req.req, b.ep.name(), &[9u8; 8][..])
+    );
+    // A second answer from the right peer finds nothing pending.
+    b.ep.respond(
+        &mut b.tx,
+        a.ep.name(),
+        &answer,
+        &[9; 8],
+        crate::Shm::resolve,
+    )
+    .unwrap();
+    assert!(drain(&mut a).is_empty(), "an answer was taken twice");
 }
 
 /// Garbage response and atomic cells, stamps included, with arbitrary ids, lengths and

@@ -157,27 +157,30 @@ impl Track {
         self.used.store(true, Ordering::Relaxed);
     }
 
-    /// Forgets request (`tx_idx`, `req`): its response arrived or it was never sent.
-    /// Unknown ids are ignored. Returns whether it was tracked.
+    /// Forgets request (`tx_idx`, `req`) sent to the peer with `nonce`: its response
+    /// arrived from that peer, or it was never sent. Returns whether it was tracked;
+    /// an id that is unknown, or that went to another peer, is left alone.
     #[inline]
-    pub fn untrack(&self, tx_idx: u16, req: u64) -> bool {
+    pub fn untrack(&self, tx_idx: u16, req: u64, nonce: u64) -> bool {
         let s = &self.slots[index(tx_idx, req)];
         let st = s.state.load(Ordering::Acquire);
         if st & TAG == FULL
             && s.req.load(Ordering::Relaxed) == req
             && s.meta.load(Ordering::Relaxed) as u16 == tx_idx
+            && s.nonce.load(Ordering::Relaxed) == nonce
             && free(s, st)
         {
             return true;
         }
-        self.overflowed.load(Ordering::Relaxed) != 0 && self.untrack_overflow(tx_idx, req)
+        self.overflowed.load(Ordering::Relaxed) != 0 && self.untrack_overflow(tx_idx, req, nonce)
     }
 
     #[cold]
     #[inline(never)]
-    fn untrack_overflow(&self, tx_idx: u16, req: u64) -> bool {
+    fn untrack_overflow(&self, tx_idx: u16, req: u64, nonce: u64) -> bool {
         let mut m = self.overflow();
-        let found = m.remove(&(tx_idx, req)).is_some();
+        let found = m.get(&(tx_idx, req)).is_some_and(|&(n, _)| n == nonce)
+            && m.remove(&(tx_idx, req)).is_some();
         if found {
             self.overflowed.fetch_sub(1, Ordering::Relaxed);
         }
@@ -286,10 +289,12 @@ mod tests {
         let mut peers = t.peers();
         peers.sort_unstable();
         assert_eq!(peers, vec![77, 78]);
-        assert!(!t.untrack(1, 5), "another context's id");
-        assert!(t.untrack(0, 5));
-        assert!(!t.untrack(0, 5), "already gone");
-        assert!(t.untrack(0, 5 + SLOTS as u64));
+        assert!(!t.untrack(1, 5, 77), "another context's id");
+        assert!(!t.untrack(0, 5, 78), "another peer's answer");
+        assert!(!t.untrack(0, 5 + SLOTS as u64, 77), "another peer's answer");
+        assert!(t.untrack(0, 5, 77));
+        assert!(!t.untrack(0, 5, 77), "already gone");
+        assert!(t.untrack(0, 5 + SLOTS as u64, 78));
         assert_eq!(t.overflowed.load(Ordering::Relaxed), 0);
         assert!(t.peers().is_empty());
         // The freed slot takes a new request.
@@ -318,8 +323,8 @@ mod tests {
             .eq((0..SLOTS as u64 + 10).filter(|i| i % 2 == 1)));
         assert_eq!(t.peers(), vec![1]);
         assert!(t.take_if(|n| n == 2).is_empty());
-        assert!(t.untrack(3, 0));
-        assert!(!t.untrack(3, 1));
+        assert!(t.untrack(3, 0, 1));
+        assert!(!t.untrack(3, 1, 2));
         assert_eq!(t.take_if(|_| true).len(), (SLOTS + 10) / 2 - 1);
         assert!(t.peers().is_empty());
     }
@@ -341,7 +346,7 @@ mod loom_tests {
             t.track(0, 0, 7, Op::AtomicResp);
             let poller = {
                 let t = t.clone();
-                loom::thread::spawn(move || t.untrack(0, 0))
+                loom::thread::spawn(move || t.untrack(0, 0, 7))
             };
             let swept = t.take_if(|n| n == 7).len();
             let untracked = usize::from(poller.join().unwrap());
@@ -364,7 +369,7 @@ mod loom_tests {
             };
             let poller = {
                 let t = t.clone();
-                loom::thread::spawn(move || usize::from(t.untrack(0, 0)))
+                loom::thread::spawn(move || usize::from(t.untrack(0, 0, 7)))
             };
             let swept = t.take_if(|n| n == 7);
             let untracked = poller.join().unwrap();

@@ -177,6 +177,9 @@ struct RxChan {
     head: u64,
     published: u64,
     src: [u8; NAME_LEN],
+    /// The nonce in `src`: a response on this channel answers only requests that went
+    /// to this peer.
+    nonce: u64,
     broken: bool,
 }
 
@@ -357,7 +360,9 @@ impl ShmEp {
         let res = tx.put(i, hdr, payload, len, reserve);
         if let Err(e) = tx.refused(i, to, res) {
             if resp.is_some() {
-                untrack(&self.shared, hdr);
+                self.shared
+                    .track
+                    .untrack(hdr.tx_idx, hdr.req, to.name.nonce);
             }
             return Err(e);
         }
@@ -1112,8 +1117,10 @@ impl Transport for ShmEp {
                         ch.broken = true;
                         break;
                     };
-                    if sh.track.used() {
-                        sh.track.untrack(resp.tx_idx, resp.req);
+                    if !solicited(sh, ch, resp.tx_idx, resp.req) {
+                        ch.head += k as u64;
+                        n += 1;
+                        continue;
                     }
                     if !f.response(&resp, &ch.src, payload) {
                         stop = true;
@@ -1144,12 +1151,7 @@ impl Transport for ShmEp {
                             off: o,
                             len,
                             cells: k,
-                        }) => {
-                            if is_response(hdr.op) && sh.track.used() {
-                                untrack(sh, &hdr);
-                            }
-                            (hdr, &avail[o..o + len], k)
-                        }
+                        }) => (hdr, &avail[o..o + len], k),
                         Ok(Parsed::Stream { hdr, len, cells: k }) => {
                             ring.point(off, len, &ch.src);
                             if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
@@ -1169,8 +1171,20 @@ impl Transport for ShmEp {
                                 ch.broken = true;
                                 break;
                             };
-                            if is_response(hdr.op) && sh.track.used() {
-                                untrack(sh, &hdr);
+                            if is_response(hdr.op) && !solicited(sh, ch, hdr.tx_idx, hdr.req) {
+                                // Dropped unread; the sender's slot or record goes back
+                                // as if it had been read.
+                                match ShmPull::new(peer.clone(), &desc) {
+                                    Ok(pull) => pull.finish(),
+                                    Err(_) if desc.mode != cell::Desc::RNDV => peer
+                                        .region
+                                        .release(desc.slot as usize)
+                                        .store(desc.gen, Ordering::Release),
+                                    Err(_) => {}
+                                }
+                                ch.head += k as u64;
+                                n += 1;
+                                continue;
                             }
                             let consumed = match ShmPull::new(peer.clone(), &desc) {
                                 Ok(pull) => {
@@ -1207,7 +1221,9 @@ impl Transport for ShmEp {
                         }
                     }
                 };
-                if !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
+                // A response nobody here asked that peer for is dropped (`solicited`).
+                let wanted = !is_response(hdr.op) || solicited(sh, ch, hdr.tx_idx, hdr.req);
+                if wanted && !f.packet(&hdr, &ch.src, Payload::Inline(payload)) {
                     stop = true;
                     break;
                 }
@@ -1336,9 +1352,25 @@ fn wake_remote(peer: &PeerRegion) {
     }
 }
 
+#[cfg(test)]
+impl ShmEp {
+    /// Tracks request (`tx_idx`, `req`) as sent to the endpoint named `to`, as a send
+    /// of it does, so that a test may answer it with a hand-made response.
+    pub(crate) fn expect_response(&self, to: &[u8], tx_idx: u16, req: u64, op: Op) {
+        let nonce = Name::decode(to).map_or(0, |n| n.nonce);
+        self.shared.track.track(tx_idx, req, nonce, op);
+    }
+}
+
+/// Whether a response on channel `ch` answers a request this endpoint sent to that
+/// channel's peer; if so the request is no longer tracked. Anything else (a late
+/// answer to a request already failed, a forged or garbled id, an id of a request to
+/// another peer) is dropped by the caller, so no peer can complete an operation it
+/// was not asked for. Every request that expects a response is tracked before it is
+/// sent, and the core consumes every response it is handed.
 #[inline]
-fn untrack(sh: &EpShared, hdr: &Header) {
-    sh.track.untrack(hdr.tx_idx, hdr.req);
+fn solicited(sh: &EpShared, ch: &RxChan, tx_idx: u16, req: u64) -> bool {
+    sh.track.used() && sh.track.untrack(tx_idx, req, ch.nonce)
 }
 
 impl ShmRx {
@@ -1356,6 +1388,7 @@ impl ShmRx {
                     head,
                     published: head,
                     src: r.chan_name(c),
+                    nonce: Name::decode(&r.chan_name(c)).map_or(0, |n| n.nonce),
                     broken: Name::decode(&r.chan_name(c)).is_err(),
                 });
             }
