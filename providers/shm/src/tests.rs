@@ -182,6 +182,44 @@ fn responses_spill_and_flush_in_order() {
     assert_eq!(got, (0..40).collect::<Vec<_>>());
 }
 
+/// Writes `cells` (a control word without its stamp, then body bytes, cut at the end
+/// of the ring) one packet after another into a channel of `to`'s region claimed for a
+/// third endpoint, as a peer that owns the channel could. Each gets a valid stamp, so
+/// the receiver parses the garbage. Returns the third endpoint, open while it lives.
+#[must_use]
+fn forge<'a>(to: &PeerRegion, cells: impl IntoIterator<Item = (u64, &'a [u8])>) -> End {
+    let attacker = end(true);
+    let region = &to.region;
+    let c = region
+        .claim(&attacker.ep.name().try_into().unwrap(), 0x5151)
+        .unwrap();
+    let ring = region.geometry().cells as u64;
+    let mut pos = region
+        .chan_head(c)
+        .load(std::sync::atomic::Ordering::Acquire);
+    for (w, bytes) in cells {
+        let off = region.cell_off(c, pos);
+        let room = (ring - (pos & (ring - 1))) as usize * CELL;
+        let n = bytes.len().min(room - cell::WORD);
+        region.copy_in(off + cell::WORD, &bytes[..n]);
+        region.cell_word(off).store(
+            w | cell::stamp(pos) as u64,
+            std::sync::atomic::Ordering::Release,
+        );
+        pos += 1 + (n / CELL) as u64;
+    }
+    attacker
+}
+
+/// Whether `b` still takes a message from `good` on its own channel (after garbage in
+/// another one).
+fn still_delivers(b: &mut End, good: &mut End, to_b: &Arc<PeerRegion>) -> bool {
+    send(good, to_b, &tagged(42, 3), &[1, 2, 3]).unwrap();
+    drain(b)
+        .iter()
+        .any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name())
+}
+
 /// A peer that owns a channel writes arbitrary cells, stamps included: the receiver
 /// neither panics nor hangs, and other channels keep working.
 #[test]
@@ -197,29 +235,12 @@ fn garbage_in_a_channel_is_contained() {
                 let mut b = end(true);
                 let mut good = end(true);
                 let to_b = resolve(&b);
-                let attacker = end(true);
-                let region = &to_b.region;
-                let c = region
-                    .claim(&attacker.ep.name().try_into().unwrap(), 0x5151)
-                    .unwrap();
-                let mut pos = region
-                    .chan_head(c)
-                    .load(std::sync::atomic::Ordering::Acquire);
-                for (w, bytes) in &cells {
-                    let off = region.cell_off(c, pos);
-                    let room = (region.geometry().cells as u64
-                        - (pos & (region.geometry().cells as u64 - 1)))
-                        as usize
-                        * CELL;
-                    let n = bytes.len().min(room - cell::WORD);
-                    region.copy_in(off + cell::WORD, &bytes[..n]);
-                    // A valid stamp, so the receiver parses the garbage.
-                    let w = (w & !0xffff_ffff) | cell::stamp(pos) as u64;
-                    region
-                        .cell_word(off)
-                        .store(w, std::sync::atomic::Ordering::Release);
-                    pos += 1 + (n / CELL) as u64;
-                }
+                let _attacker = forge(
+                    &to_b,
+                    cells
+                        .iter()
+                        .map(|(w, bytes)| (w & !0xffff_ffff, &bytes[..])),
+                );
                 // Poll a few times: returns, never panics.
                 for _ in 0..4 {
                     b.ep.poll(&mut b.rx, |h, _, p| {
@@ -229,11 +250,7 @@ fn garbage_in_a_channel_is_contained() {
                         true
                     });
                 }
-                send(&mut good, &to_b, &tagged(42, 3), &[1, 2, 3]).unwrap();
-                let got = drain(&mut b);
-                prop_assert!(got
-                    .iter()
-                    .any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name()));
+                prop_assert!(still_delivers(&mut b, &mut good, &to_b));
                 Ok(())
             },
         )
@@ -669,19 +686,7 @@ fn atomic_requests_and_responses_travel_short() {
     let mut a = end(true);
     let mut b = end(true);
     let to_b = resolve(&b);
-    let req = Header {
-        op: Op::Atomic as u8,
-        flags: fabric::wire::HDR_FETCH,
-        atomic_op: 3,
-        datatype: 9,
-        tx_idx: 1,
-        aux: 8,
-        req: 7 << 32 | 2,
-        addr: 0x1000,
-        key: 42,
-        len: 8,
-        ..Header::default()
-    };
+    let req = fetch_add(1, 7 << 32 | 2);
     let head = |e: &End, to: &End| {
         let region = &peer::resolve(to.ep.name()).unwrap().region;
         let c = (0..region.geometry().nchan)
@@ -720,6 +725,24 @@ fn atomic_requests_and_responses_travel_short() {
     assert_eq!(head(&b, &a), 2);
 }
 
+/// An 8-byte fetch-add request (`FI_SUM` of a `u64` at key 42) of transmit context
+/// `tx_idx` with id `req`.
+fn fetch_add(tx_idx: u16, req: u64) -> Header {
+    Header {
+        op: Op::Atomic as u8,
+        flags: fabric::wire::HDR_FETCH,
+        atomic_op: 3,
+        datatype: 9,
+        tx_idx,
+        aux: 8,
+        req,
+        addr: 0x1000,
+        key: 42,
+        len: 8,
+        ..Header::default()
+    }
+}
+
 /// A response is taken only from the peer its request went to, and only once: a
 /// third endpoint answering with the same ids, or a second answer, is dropped in the
 /// transport, whichever cell form it takes.
@@ -730,19 +753,7 @@ fn only_the_asked_peer_answers_once() {
     let mut c = end(true);
     let to_b = resolve(&b);
     let to_a = resolve(&a);
-    let req = Header {
-        op: Op::Atomic as u8,
-        flags: fabric::wire::HDR_FETCH,
-        atomic_op: 3,
-        datatype: 9,
-        tx_idx: 2,
-        aux: 8,
-        req: 5 << 32 | 1,
-        addr: 0x1000,
-        key: 42,
-        len: 8,
-        ..Header::default()
-    };
+    let req = fetch_add(2, 5 << 32 | 1);
     send(&mut a, &to_b, &req, &5u64.to_le_bytes()).unwrap();
     assert_eq!(drain(&mut b).len(), 1);
     let answer = Response {
@@ -808,28 +819,12 @@ fn garbage_short_cells_are_contained() {
                 let mut b = end(true);
                 let mut good = end(true);
                 let to_b = resolve(&b);
-                let attacker = end(true);
-                let region = &to_b.region;
-                let c = region
-                    .claim(&attacker.ep.name().try_into().unwrap(), 0x5152)
-                    .unwrap();
-                let mut pos = region
-                    .chan_head(c)
-                    .load(std::sync::atomic::Ordering::Acquire);
-                for (w, kind, bytes) in &cells {
-                    let off = region.cell_off(c, pos);
-                    let room = (region.geometry().cells as u64
-                        - (pos & (region.geometry().cells as u64 - 1)))
-                        as usize
-                        * CELL;
-                    let n = bytes.len().min(room - cell::WORD);
-                    region.copy_in(off + cell::WORD, &bytes[..n]);
-                    let w = (w & !0xf_ffff_ffff) | kind << 32 | cell::stamp(pos) as u64;
-                    region
-                        .cell_word(off)
-                        .store(w, std::sync::atomic::Ordering::Release);
-                    pos += 1 + (n / CELL) as u64;
-                }
+                let _attacker = forge(
+                    &to_b,
+                    cells
+                        .iter()
+                        .map(|(w, kind, bytes)| ((w & !0xf_ffff_ffff) | kind << 32, &bytes[..])),
+                );
                 for _ in 0..4 {
                     b.ep.poll(&mut b.rx, |h, _, p| {
                         let mut buf = vec![0u8; p.len().min(1 << 20)];
@@ -840,11 +835,7 @@ fn garbage_short_cells_are_contained() {
                         true
                     });
                 }
-                send(&mut good, &to_b, &tagged(42, 3), &[1, 2, 3]).unwrap();
-                let got = drain(&mut b);
-                prop_assert!(got
-                    .iter()
-                    .any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name()));
+                prop_assert!(still_delivers(&mut b, &mut good, &to_b));
                 Ok(())
             },
         )
