@@ -27,6 +27,10 @@ pub trait Lock<X>: Sized {
 pub trait LockFamily: sealed::Sealed + 'static {
     /// The lock type for state `X`.
     type Lock<X>: Lock<X>;
+    /// Whether objects of this family may be used from several threads at once. When
+    /// not, state outside the locks (a counter's atomic words) has one writer at a
+    /// time and needs no read-modify-write instruction.
+    const SHARED: bool;
 }
 
 /// No locking: state in an `UnsafeCell`; objects are `!Send + !Sync`.
@@ -39,9 +43,11 @@ impl sealed::Sealed for Locked {}
 
 impl LockFamily for Unlocked {
     type Lock<X> = Unsync<X>;
+    const SHARED: bool = false;
 }
 impl LockFamily for Locked {
     type Lock<X> = Mutexed<X>;
+    const SHARED: bool = true;
 }
 
 /// The unlocked cell of [`Unlocked`]. `!Send` and `!Sync` through its marker.
