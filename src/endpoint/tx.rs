@@ -333,14 +333,9 @@ impl<S: Config> EpInner<S> {
         } else {
             &one
         };
-        // A compare atomic's packet carries its operands followed by its compare
-        // values, as the generic path gathers them.
-        let both = [operand, compare];
-        let wire: &[&[u8]] = if BITS == HDR_COMPARE { &both } else { iov };
         let f = Amo {
             iov,
             compare: if BITS == HDR_COMPARE { compare } else { &[] },
-            wire,
             result: &result,
             dt,
             op,
@@ -470,9 +465,19 @@ impl<S: Config> EpInner<S> {
                     hdr.flags |= HDR_REMOTE_CQ_DATA;
                     hdr.data = d;
                 }
+                // A compare atomic's packet carries its operands followed by its
+                // compare values, as the generic path gathers them; built only for
+                // that kind, the others send their operand list as it is.
+                let both;
+                let wire: &[&[u8]] = if BITS == HDR_COMPARE {
+                    both = [f.iov.first().copied().unwrap_or_default(), f.compare];
+                    &both
+                } else {
+                    f.iov
+                };
                 match self
                     .sender
-                    .with(|tx| self.transport.send(tx, peer, &hdr, f.wire))
+                    .with(|tx| self.transport.send(tx, peer, &hdr, wire))
                 {
                     Ok(()) => Ok(Performed::Sent),
                     Err(e) => {
@@ -851,8 +856,6 @@ struct Amo<'a> {
     iov: &'a [&'a [u8]],
     /// The compare values (empty unless a compare atomic).
     compare: &'a [u8],
-    /// What the packet carries: `iov`, then `compare` for a compare atomic.
-    wire: &'a [&'a [u8]],
     // By reference: copying the list is most of what building this costs.
     result: &'a RawIov,
     dt: Datatype,
