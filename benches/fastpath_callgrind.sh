@@ -4,7 +4,7 @@
 # It runs examples/fastpath.rs with two message counts and divides the difference, so
 # set-up cost cancels out.
 #
-#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|idle|compare] [domain|safe]
+#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|add|cswap|idle|compare] [domain|safe]
 #
 #   slice    the static default stack (Stack<Loopback>), tinject of a slice (default)
 #   array    tinject_array (the compile-time-proven length skips the run-time
@@ -15,6 +15,10 @@
 #            through its own shared-memory FIFO (transport included)
 #   fadd     fetch_atomic (FI_SUM, u64) into the endpoint's own registered word on
 #            shm, polled to completion: initiator, target and response
+#   add      atomic (FI_SUM of 1, u64, no fetch) into the same word on shm, polled to
+#            its completion (the target's acknowledgement)
+#   cswap    compare_atomic (FI_CSWAP, u64: the word from i to i + 1, old value
+#            checked) on shm, polled to completion
 #   idle     on shm, one empty CQ read (progress finds nothing): per read, not per message
 #   compare  slice and dynamic, then dynamic / static
 #   domain|safe  FI_THREAD_DOMAIN (default) or FI_THREAD_SAFE
@@ -38,12 +42,12 @@ measure() {
     echo "$1/$threading: instructions per message: $per"
 }
 case $mode in
-slice | array | dynamic | shm | fadd | idle) measure "$mode" ;;
+slice | array | dynamic | shm | fadd | add | cswap | idle) measure "$mode" ;;
 compare)
     measure slice; s=$per
     measure dynamic; d=$per
     awk -v s="$s" -v d="$d" -v t="$threading" \
         'BEGIN { printf "%s: static %d, dynamic %d instructions/message; dynamic/static = %.2f\n", t, s, d, d / s }'
     ;;
-*) echo "usage: $0 [slice|array|dynamic|shm|fadd|compare] [domain|safe]" >&2; exit 2 ;;
+*) echo "usage: $0 [slice|array|dynamic|shm|fadd|add|cswap|idle|compare] [domain|safe]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 //! A fixed number of `tinject` + receiver CQ reads on the loopback (or shm) provider, for counting
 //! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd|idle] [domain|safe]` (default 100000,
+//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd|add|cswap|idle] [domain|safe]` (default 100000,
 //! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
 //! `cq.read` that progresses, matches and returns the entry.
 //!
@@ -20,6 +20,12 @@
 //! * `fadd`: on shm, `fetch_atomic` (`FI_SUM` of 1 on one `u64`) into the endpoint's
 //!   own registered word, polled to its completion: initiator, target and response
 //!   in one thread.
+//! * `add`: on shm (with a Data CQ, so that its code is compiled apart from the other
+//!   modes'), `atomic` (`FI_SUM` of 1 on one `u64`, no fetch) into the endpoint's own
+//!   registered word, polled to its completion (the target's acknowledgement).
+//! * `cswap`: on shm (with a Msg CQ, for the same reason), `compare_atomic`
+//!   (`FI_CSWAP` of one `u64`: the word goes from `i` to `i + 1`), polled to its
+//!   completion, the fetched old value checked.
 //! * `idle`: on shm (with a Map AV, so that its code is compiled apart from `shm`'s),
 //!   after one message, reads of the empty CQ: the cost of one look for work, which
 //!   sets how soon a busy-polling receiver notices an arrival.
@@ -165,6 +171,78 @@ where
     finish(n, sum)
 }
 
+/// Reads `cq` (which drives progress) until it returns an entry, whatever its format.
+fn wait_any<S: Config>(cq: &Cq<S>, entries: &mut [<S::Cq as CqFormat>::Entry]) -> Result<()> {
+    loop {
+        match cq.read(entries) {
+            Ok(_) => return Ok(()),
+            Err(Error::Again) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `n` base atomics (`cswap` false: `FI_SUM` of 1) or compare atomics (`cswap` true:
+/// `FI_CSWAP` of `i` for `i + 1`, the fetched old values summed) on one registered
+/// `u64` of the endpoint itself, each polled to its completion; the word ends at `n`.
+fn run_amo<S: Config>(n: u64, cswap: bool, threading: ThreadingLevel) -> Result<()> {
+    let l = Loop::<S>::open(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC))?;
+    let (cq, ep, me) = (&l.cq, &l.ep, l.me);
+    let mut word = [0u8; 8];
+    let attr = MrAttr {
+        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        ..MrAttr::DEFAULT
+    };
+    let mr = l.domain.mr_reg(&mut word, &attr)?;
+    let (addr, key) = (mr.remote_addr(), mr.key());
+    let mut old = [0u8; 8];
+    let mut entries = [<S::Cq as CqFormat>::Entry::default(); 4];
+    let mut sum = 0u64;
+    for i in 0..n {
+        if cswap {
+            // SAFETY: `old` lives across the loop and is read only after the completion.
+            unsafe {
+                ep.compare_atomic(
+                    &(i + 1).to_le_bytes(),
+                    &i.to_le_bytes(),
+                    &mut old,
+                    Datatype::Uint64,
+                    AtomicOp::Cswap,
+                    me,
+                    addr,
+                    key,
+                    Context(1),
+                )?
+            };
+        } else {
+            ep.atomic(
+                &1u64.to_le_bytes(),
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                me,
+                addr,
+                key,
+                Context(1),
+            )?;
+        }
+        wait_any(cq, &mut entries)?;
+        sum = sum.wrapping_add(u64::from_le_bytes(old));
+    }
+    drop(mr);
+    let last = u64::from_le_bytes(word);
+    if last != n {
+        eprintln!("target word {last}, expected {n}");
+        return Err(Error::Other);
+    }
+    if cswap {
+        // Every swap found the word at its `i`.
+        finish(n, sum)
+    } else {
+        println!("{n} atomics, target word ok");
+        Ok(())
+    }
+}
+
 /// `n` reads of an empty CQ on shm, each of which must answer `Again`: the cost of one
 /// look for work, which sets how soon a busy-polling receiver notices an arrival.
 fn run_idle<S>(n: u64, threading: ThreadingLevel) -> Result<()>
@@ -260,6 +338,12 @@ fn main() -> Result<()> {
         ("shm", true) => run_static::<Stack<Shm, ThreadSafe, Manual>>(n, false, threading),
         ("fadd", false) => run_fadd::<Stack<Shm>>(n, threading),
         ("fadd", true) => run_fadd::<Stack<Shm, ThreadSafe, Manual>>(n, threading),
+        // Their own CQ formats give the atomic modes their own copies of the stack's
+        // code, as the Map AV does for `idle` below.
+        ("add", false) => run_amo::<Stack<Shm, ThreadDomain, Manual, CqData>>(n, false, threading),
+        ("add", true) => run_amo::<Stack<Shm, ThreadSafe, Manual, CqData>>(n, false, threading),
+        ("cswap", false) => run_amo::<Stack<Shm, ThreadDomain, Manual, CqMsg>>(n, true, threading),
+        ("cswap", true) => run_amo::<Stack<Shm, ThreadSafe, Manual, CqMsg>>(n, true, threading),
         // The Map AV (which no empty read touches) gives the idle loop its own copy of
         // the stack's code: a second caller of the same `cq.read` would change how the
         // compiler inlines it for the `shm` mode.
@@ -269,7 +353,9 @@ fn main() -> Result<()> {
         ("idle", true) => run_idle::<Stack<Shm, ThreadSafe, Manual, CqTagged, Map>>(n, threading),
         ("dynamic", _) => run_dynamic(n, threading),
         _ => {
-            eprintln!("unknown mode {mode:?}: slice, array, dynamic, shm, fadd or idle");
+            eprintln!(
+                "unknown mode {mode:?}: slice, array, dynamic, shm, fadd, add, cswap or idle"
+            );
             Err(Error::Inval)
         }
     }

@@ -698,10 +698,26 @@ macro_rules! tx_calls {
             /// `fi_atomicmsg`.
             #[inline]
             pub fn atomicmsg(&self, m: &AtomicMsg<'_>, flags: OpFlags) -> Result<()> {
-                let iov = [m.operand];
-                let mut r = atomic_req(AtomicClass::Base, &iov, &[], RawIov::EMPTY, m)?;
-                r.data = data_of(flags, m.data);
-                self.ep().post_tx(self.txi(), &r, flags)
+                // Checked here as `atomic_req` checks it; the entry builds the request
+                // only when it takes the generic path.
+                let n = atomic_len(AtomicClass::Base, m.op, m.datatype, m.operand.len(), 0, 0)?;
+                self.ep().post_amo::<0>(
+                    self.txi(),
+                    m.operand,
+                    &[],
+                    RawIov::EMPTY,
+                    m.datatype,
+                    m.op,
+                    m.addr,
+                    RmaIov {
+                        addr: m.remote_addr,
+                        len: n,
+                        key: m.key,
+                    },
+                    data_of(flags, m.data),
+                    m.context,
+                    flags,
+                )
             }
             /// `fi_fetch_atomic`: `result` receives the target's previous values.
             ///
@@ -760,9 +776,10 @@ macro_rules! tx_calls {
                     len: n,
                     key: m.key,
                 };
-                self.ep().post_fetch(
+                self.ep().post_amo::<HDR_FETCH>(
                     self.txi(),
                     m.operand,
+                    &[],
                     RawIov::one(result),
                     m.datatype,
                     m.op,
@@ -817,11 +834,32 @@ macro_rules! tx_calls {
                 result: &mut [u8],
                 flags: OpFlags,
             ) -> Result<()> {
-                let iov = [m.operand];
-                let mut r =
-                    atomic_req(AtomicClass::Compare, &iov, compare, RawIov::one(result), m)?;
-                r.data = data_of(flags, m.data);
-                self.ep().post_tx(self.txi(), &r, flags)
+                // Checked here as `atomic_req` checks it (as `fetch_atomicmsg`).
+                let n = atomic_len(
+                    AtomicClass::Compare,
+                    m.op,
+                    m.datatype,
+                    m.operand.len(),
+                    compare.len(),
+                    result.len(),
+                )?;
+                self.ep().post_amo::<HDR_COMPARE>(
+                    self.txi(),
+                    m.operand,
+                    compare,
+                    RawIov::one(result),
+                    m.datatype,
+                    m.op,
+                    m.addr,
+                    RmaIov {
+                        addr: m.remote_addr,
+                        len: n,
+                        key: m.key,
+                    },
+                    data_of(flags, m.data),
+                    m.context,
+                    flags,
+                )
             }
             /// `fi_atomicv`: the operand gathered from several buffers (`fi_ioc` list).
             #[allow(clippy::too_many_arguments)]

@@ -23,6 +23,7 @@ use crate::prelude::*;
 use crate::provider::{Payload, Pull};
 use crate::waitobj::Waiter;
 use crate::wire::{Header, Op};
+use crate::AtomicClass;
 
 /// Payload bytes kept at the sender. Bytes at offsets `fail_at..` are lost (the
 /// sender died); `pulled` counts the bytes receivers copied out.
@@ -1133,60 +1134,113 @@ fn forged_atomic_requests_are_answered_with_errors() {
     assert_eq!(old, [0; 8], "no result of a failed fetch");
 }
 
-/// The fetch entry's direct path hands every case it does not take to the generic
-/// one, which answers as before: a disabled endpoint, and a fence behind an operation
-/// in flight (queued, sent once the operation completed).
+/// Posts through the one-segment atomic entry of `class` a `u64` atomic taking the
+/// target from 7 to 8: `FI_SUM` of 1 (base, fetch) or `FI_CSWAP` of 8 where 7 is
+/// (compare), the old value going to `old` (fetch, compare).
+///
+/// # Safety
+/// `old` must outlive the operation (as `fetch_atomicmsg` requires).
+unsafe fn seven_to_eight(
+    ep: &Endpoint<Net>,
+    class: AtomicClass,
+    m: &AtomicMsg<'_>,
+    old: &mut [u8; 8],
+    flags: OpFlags,
+) -> Result<()> {
+    let (one, eight, seven) = (1u64.to_le_bytes(), 8u64.to_le_bytes(), 7u64.to_le_bytes());
+    match class {
+        AtomicClass::Base => ep.atomicmsg(
+            &AtomicMsg {
+                operand: &one,
+                ..*m
+            },
+            flags,
+        ),
+        // SAFETY: forwarded contract.
+        AtomicClass::Fetch => unsafe {
+            ep.fetch_atomicmsg(
+                &AtomicMsg {
+                    operand: &one,
+                    ..*m
+                },
+                old,
+                flags,
+            )
+        },
+        // SAFETY: forwarded contract.
+        AtomicClass::Compare => unsafe {
+            let m = AtomicMsg {
+                operand: &eight,
+                op: AtomicOp::Cswap,
+                ..*m
+            };
+            ep.compare_atomicmsg(&m, &seven, old, flags)
+        },
+    }
+}
+
+/// Each one-segment atomic entry's direct path (base, fetch, compare) hands every
+/// case it does not take to the generic one, which answers as before: a disabled
+/// endpoint, and a fence behind an operation in flight (queued, sent once the
+/// operation completed), with the kind's completion flags and result.
 #[test]
-fn fetch_entry_falls_back_to_the_generic_path() {
+fn atomic_entries_fall_back_to_the_generic_path() {
     let info = Far::candidates().remove(0);
     let fabric = Fabric::<Net>::open(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
     let idle = domain.endpoint(&info).unwrap();
-    let mut old = [0u8; 8];
-    let mut buf = [0u8; 8];
-    let one = 1u64.to_le_bytes();
-    // SAFETY: the call fails; nothing is recorded.
-    let r = unsafe {
-        idle.fetch_atomic(
-            &one,
-            &mut old,
-            Datatype::Uint64,
-            AtomicOp::Sum,
-            FiAddr(0),
-            0,
-            1,
-            Context(160),
-        )
-    };
-    assert_eq!(r, Err(Error::OpBadState));
-
-    let (a, b, b_at_a, _) = pair();
-    let mut mem = 7u64.to_le_bytes().to_vec();
-    {
-        let mr = b.domain.mr_reg(&mut mem, &mr_attr(0x91)).unwrap();
-        let (addr, key) = (mr.remote_addr(), mr.key());
-        // SAFETY: `buf` outlives the read.
-        unsafe { a.ep.read(&mut buf, b_at_a, addr, key, Context(161)) }.unwrap();
+    for class in AtomicClass::ALL {
+        let mut old = [0u8; 8];
+        let mut buf = [0u8; 8];
         let m = AtomicMsg {
-            operand: &one,
-            addr: b_at_a,
-            remote_addr: addr,
-            key,
+            operand: &[],
+            addr: FiAddr(0),
+            remote_addr: 0,
+            key: 1,
             datatype: Datatype::Uint64,
             op: AtomicOp::Sum,
-            context: Context(162),
+            context: Context(160),
             data: 0,
         };
-        // SAFETY: `old` outlives the operation.
-        unsafe { a.ep.fetch_atomicmsg(&m, &mut old, OpFlags::FENCE) }.unwrap();
-        assert_eq!(b.far().inbox.q().len(), 1, "the fenced fetch waits");
-        assert_eq!(ok(&a.cq, &[&b.domain]).op_context, Context(161));
-        let e = ok(&a.cq, &[&b.domain]);
-        assert_eq!(
-            (e.op_context, e.flags),
-            (Context(162), CqFlags::ATOMIC | CqFlags::READ)
-        );
+        // SAFETY: the call fails; nothing is recorded.
+        let r = unsafe { seven_to_eight(&idle, class, &m, &mut old, OpFlags::empty()) };
+        assert_eq!(r, Err(Error::OpBadState), "{class:?}");
+
+        let (a, b, b_at_a, _) = pair();
+        let mut mem = 7u64.to_le_bytes().to_vec();
+        {
+            let mr = b.domain.mr_reg(&mut mem, &mr_attr(0x91)).unwrap();
+            let (addr, key) = (mr.remote_addr(), mr.key());
+            // SAFETY: `buf` outlives the read.
+            unsafe { a.ep.read(&mut buf, b_at_a, addr, key, Context(161)) }.unwrap();
+            let m = AtomicMsg {
+                addr: b_at_a,
+                remote_addr: addr,
+                key,
+                context: Context(162),
+                ..m
+            };
+            // SAFETY: `old` outlives the operation.
+            unsafe { seven_to_eight(&a.ep, class, &m, &mut old, OpFlags::FENCE) }.unwrap();
+            assert_eq!(
+                b.far().inbox.q().len(),
+                1,
+                "the fenced {class:?} atomic waits"
+            );
+            assert_eq!(ok(&a.cq, &[&b.domain]).op_context, Context(161));
+            let e = ok(&a.cq, &[&b.domain]);
+            let kind = if class == AtomicClass::Base {
+                CqFlags::WRITE
+            } else {
+                CqFlags::READ
+            };
+            assert_eq!(
+                (e.op_context, e.flags),
+                (Context(162), CqFlags::ATOMIC | kind)
+            );
+        }
+        let fetched = if class == AtomicClass::Base { 0u64 } else { 7 };
+        assert_eq!((buf, old), (7u64.to_le_bytes(), fetched.to_le_bytes()));
+        assert_eq!(mem, 8u64.to_le_bytes(), "{class:?}");
     }
-    assert_eq!((buf, old), (7u64.to_le_bytes(), 7u64.to_le_bytes()));
-    assert_eq!(mem, 8u64.to_le_bytes());
 }

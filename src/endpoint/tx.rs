@@ -294,22 +294,29 @@ impl<S: Config> EpInner<S> {
         self.transmit_packet(st, txi, &r, buf.len(), flags, want)
     }
 
-    /// `fi_fetch_atomic` / `fi_fetch_atomicmsg` of the operand `operand` (ignored for
-    /// `FI_ATOMIC_READ`), `n` bytes of old values going to `result`, at `rma` (`rma.len`
-    /// is `n`) of `dest`; the caller validated it as [`crate::atomic::is_valid`] and
-    /// the sizes of `fi_atomic(3)` require (what the generic request is built after).
+    /// The atomics of one target segment and one operand buffer, `BITS` choosing the
+    /// kind by its header bits: 0 for `fi_atomic` / `fi_atomicmsg` /
+    /// `fi_inject_atomic` (completed by the target's acknowledgement), [`HDR_FETCH`]
+    /// for `fi_fetch_atomic` / `fi_fetch_atomicmsg`, [`HDR_COMPARE`] for
+    /// `fi_compare_atomic` / `fi_compare_atomicmsg` (`compare` holds as many bytes as
+    /// `operand`; empty for the others). `operand` is ignored for `FI_ATOMIC_READ`;
+    /// `n` bytes of old values go to `result` (empty for the base kind), at `rma`
+    /// (`rma.len` is `n`) of `dest`. The caller validated the operation as
+    /// [`crate::atomic::is_valid`] and the sizes `fi_atomic(3)` requires (what the
+    /// generic request is built after).
     ///
-    /// A fetch that no fence orders goes straight to the transport's direct path and
-    /// then to [`Transport::send`] of its packet ([`Self::fetch_direct`]), without the
+    /// An atomic that no fence orders goes straight to the transport's direct path and
+    /// then to [`Transport::send`] of its packet ([`Self::amo_direct`]), without the
     /// generic request and its per-operation tests; everything else (a fence, a test
     /// of the generic prologue that would not pass straight through) is
     /// [`Self::post_tx`] of the same request.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(crate) fn post_fetch(
+    pub(crate) fn post_amo<const BITS: u8>(
         &self,
         txi: usize,
         operand: &[u8],
+        compare: &[u8],
         result: RawIov,
         dt: Datatype,
         op: AtomicOp,
@@ -326,8 +333,9 @@ impl<S: Config> EpInner<S> {
         } else {
             &one
         };
-        let f = Fetch {
+        let f = Amo {
             iov,
+            compare: if BITS == HDR_COMPARE { compare } else { &[] },
             result: &result,
             dt,
             op,
@@ -337,21 +345,26 @@ impl<S: Config> EpInner<S> {
             ctx,
         };
         if !flags.contains(OpFlags::FENCE) {
-            if let Some(res) = self.fetch_direct(txi, &f, flags) {
+            if let Some(res) = self.amo_direct::<BITS>(txi, &f, flags) {
                 return res;
             }
         }
-        self.post_fetch_generic(txi, &f, flags)
+        self.post_amo_generic::<BITS>(txi, &f, flags)
     }
 
-    /// The generic path of [`Self::post_fetch`], out of line so that the direct one
+    /// The generic path of [`Self::post_amo`], out of line so that the direct one
     /// keeps a small frame.
     #[inline(never)]
-    fn post_fetch_generic(&self, txi: usize, f: &Fetch<'_>, flags: OpFlags) -> Result<()> {
-        self.post_tx(txi, &f.req(), flags)
+    fn post_amo_generic<const BITS: u8>(
+        &self,
+        txi: usize,
+        f: &Amo<'_>,
+        flags: OpFlags,
+    ) -> Result<()> {
+        self.post_tx(txi, &f.req::<BITS>(), flags)
     }
 
-    /// The direct attempt of [`Self::post_fetch`] (whose caller ruled out `FI_FENCE`):
+    /// The direct attempt of [`Self::post_amo`] (whose caller ruled out `FI_FENCE`):
     /// `None` when a test of the generic prologue ([`Self::post_tx_sized`],
     /// [`Self::transmit`]) would not pass straight through (an unknown, disabled or
     /// fenced context, a missing capability or address vector, a length over the
@@ -359,15 +372,26 @@ impl<S: Config> EpInner<S> {
     /// Otherwise exactly what [`Self::transmit_direct`] and then
     /// [`Self::transmit_packet`] do with the request: performed or failed at the
     /// initiator by the transport's direct path, held behind the operations in
-    /// flight, or sent as a packet awaiting its response.
+    /// flight, or sent as a packet awaiting its response (an acknowledgement for the
+    /// base kind, the old values for the others).
     #[inline(always)]
-    fn fetch_direct(&self, txi: usize, f: &Fetch<'_>, flags: OpFlags) -> Option<Result<()>> {
+    fn amo_direct<const BITS: u8>(
+        &self,
+        txi: usize,
+        f: &Amo<'_>,
+        flags: OpFlags,
+    ) -> Option<Result<()>> {
         let tx = self.tx.get(txi)?;
         tx.state.with(|st| {
             let len = payload_len_of(f.iov);
             let want = admit::<S, false, false>(st, Caps::ATOMIC, len, flags)?;
             let av = st.av.as_ref()?;
-            let cflags = CqFlags::ATOMIC | CqFlags::READ;
+            // As `completion_kind` of the generic request.
+            let (cflags, ck) = if BITS == 0 {
+                (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write)
+            } else {
+                (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read)
+            };
             // An operation performed now would overtake those waiting for responses.
             let hold = st.pending.in_flight() > 0;
             let pending = &mut st.pending;
@@ -375,7 +399,13 @@ impl<S: Config> EpInner<S> {
                 if <TransportOf<S> as Transport>::DIRECT {
                     let req = DirectReq {
                         op: DirectOp::Atomic {
-                            class: AtomicClass::Fetch,
+                            class: if BITS == HDR_COMPARE {
+                                AtomicClass::Compare
+                            } else if BITS == HDR_FETCH {
+                                AtomicClass::Fetch
+                            } else {
+                                AtomicClass::Base
+                            },
                             op: f.op,
                             dt: f.dt,
                         },
@@ -383,7 +413,7 @@ impl<S: Config> EpInner<S> {
                         key: f.rma.key,
                         len: f.rma.len,
                         payload: f.iov,
-                        compare: &[],
+                        compare: f.compare,
                     };
                     let result = f.result;
                     let mut filled = 0usize;
@@ -398,11 +428,11 @@ impl<S: Config> EpInner<S> {
                     });
                     match d {
                         Direct::Declined => {}
-                        Direct::Held => return Ok(Fetched::Held),
-                        Direct::Done if filled == result.len() => return Ok(Fetched::Done),
+                        Direct::Held => return Ok(Performed::Held),
+                        Direct::Done if filled == result.len() => return Ok(Performed::Done),
                         // A transport handing out the wrong amount of result data.
-                        Direct::Done => return Ok(Fetched::Failed(Error::Io)),
-                        Direct::Failed(e) => return Ok(Fetched::Failed(e)),
+                        Direct::Done => return Ok(Performed::Failed(Error::Io)),
+                        Direct::Failed(e) => return Ok(Performed::Failed(e)),
                     }
                 }
                 // Written in place: the result list is most of the entry.
@@ -412,10 +442,10 @@ impl<S: Config> EpInner<S> {
                 p.len = len;
                 p.result = *f.result;
                 p.want = want;
-                p.cntr = CntrKind::Read;
+                p.cntr = ck;
                 let mut hdr = Header {
                     op: Op::Atomic as u8,
-                    flags: HDR_FETCH,
+                    flags: BITS,
                     atomic_op: f.op.as_raw(),
                     datatype: f.dt.as_raw(),
                     rx_idx: rx as u16,
@@ -424,18 +454,32 @@ impl<S: Config> EpInner<S> {
                     req: id,
                     addr: f.rma.addr,
                     key: f.rma.key,
-                    len: len as u64,
+                    len: if BITS == HDR_COMPARE {
+                        (len + f.compare.len()) as u64
+                    } else {
+                        len as u64
+                    },
                     ..Header::default()
                 };
                 if let Some(d) = f.data {
                     hdr.flags |= HDR_REMOTE_CQ_DATA;
                     hdr.data = d;
                 }
+                // A compare atomic's packet carries its operands followed by its
+                // compare values, as the generic path gathers them; built only for
+                // that kind, the others send their operand list as it is.
+                let both;
+                let wire: &[&[u8]] = if BITS == HDR_COMPARE {
+                    both = [f.iov.first().copied().unwrap_or_default(), f.compare];
+                    &both
+                } else {
+                    f.iov
+                };
                 match self
                     .sender
-                    .with(|tx| self.transport.send(tx, peer, &hdr, f.iov))
+                    .with(|tx| self.transport.send(tx, peer, &hdr, wire))
                 {
-                    Ok(()) => Ok(Fetched::Sent),
+                    Ok(()) => Ok(Performed::Sent),
                     Err(e) => {
                         pending.take(id);
                         Err(e)
@@ -443,17 +487,17 @@ impl<S: Config> EpInner<S> {
                 }
             });
             Some(match outcome {
-                Ok(Fetched::Sent) => Ok(()),
-                Ok(Fetched::Done) => {
-                    st.succeed(CntrKind::Read, want, f.ctx, cflags, len);
+                Ok(Performed::Sent) => Ok(()),
+                Ok(Performed::Done) => {
+                    st.succeed(ck, want, f.ctx, cflags, len);
                     Ok(())
                 }
-                Ok(Fetched::Failed(e)) => {
-                    st.fail(CntrKind::Read, f.ctx, cflags, e, e.code());
+                Ok(Performed::Failed(e)) => {
+                    st.fail(ck, f.ctx, cflags, e, e.code());
                     Ok(())
                 }
-                Ok(Fetched::Held) => {
-                    hold_fetch(st, f, flags);
+                Ok(Performed::Held) => {
+                    hold_amo::<S, BITS>(st, f, flags);
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -805,10 +849,13 @@ impl<S: Config> TxState<S> {
     }
 }
 
-/// A fetching atomic of [`EpInner::post_fetch`]: the fields of its request that are
-/// not constant.
-struct Fetch<'a> {
+/// An atomic of [`EpInner::post_amo`]: the fields of its request that are not
+/// constant.
+struct Amo<'a> {
+    /// The operand list (empty for `FI_ATOMIC_READ`).
     iov: &'a [&'a [u8]],
+    /// The compare values (empty unless a compare atomic).
+    compare: &'a [u8],
     // By reference: copying the list is most of what building this costs.
     result: &'a RawIov,
     dt: Datatype,
@@ -819,27 +866,28 @@ struct Fetch<'a> {
     ctx: Context,
 }
 
-impl<'a> Fetch<'a> {
-    /// The generic request of the same operation.
+impl<'a> Amo<'a> {
+    /// The generic request of the same operation, of kind `BITS` (as
+    /// [`EpInner::post_amo`]).
     #[inline]
-    fn req(&self) -> TxReq<'a> {
+    fn req<const BITS: u8>(&self) -> TxReq<'a> {
         TxReq {
             op: Op::Atomic,
             iov: self.iov,
-            compare: &[],
+            compare: self.compare,
             result: *self.result,
             dest: self.dest,
             tag: 0,
             data: self.data,
             rma: self.rma,
-            atomic: (self.op.as_raw(), self.dt.as_raw(), HDR_FETCH),
+            atomic: (self.op.as_raw(), self.dt.as_raw(), BITS),
             ctx: self.ctx,
         }
     }
 }
 
-/// What [`EpInner::fetch_direct`] did with a fetch the address vector resolved.
-enum Fetched {
+/// What [`EpInner::amo_direct`] did with an atomic the address vector resolved.
+enum Performed {
     /// Sent as a packet; its response completes it.
     Sent,
     /// Performed at the initiator.
@@ -850,16 +898,16 @@ enum Fetched {
     Held,
 }
 
-/// A fetch the transport's direct path holds ([`Direct::Held`]): queued in front,
+/// An atomic the transport's direct path holds ([`Direct::Held`]): queued in front,
 /// fenced, as [`EpInner::transmit_direct`] queues it.
 #[cold]
 #[inline(never)]
-fn hold_fetch<S: Config>(st: &mut TxState<S>, f: &Fetch<'_>, flags: OpFlags) {
+fn hold_amo<S: Config, const BITS: u8>(st: &mut TxState<S>, f: &Amo<'_>, flags: OpFlags) {
     st.fenced
-        .push_front(OwnedTx::from_req(&f.req(), flags | OpFlags::FENCE));
+        .push_front(OwnedTx::from_req(&f.req::<BITS>(), flags | OpFlags::FENCE));
 }
 
-/// The gather list followed by the compare values of a compare atomic, and how many/// The gather list followed by the compare values of a compare atomic, and how many
+/// The gather list followed by the compare values of a compare atomic, and how many
 /// buffers that is (`r.iov` holds at most `IOV_LIMIT` buffers: checked when posting).
 #[cold]
 fn gather<'a>(r: &TxReq<'a>) -> ([&'a [u8]; IOV_LIMIT + 1], usize) {

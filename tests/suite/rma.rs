@@ -1361,6 +1361,122 @@ fn atomic_fetch_paths<A: Api>() {
     assert_eq!(b.cq.read(&mut none), Err(Error::Again));
 }
 
+/// Base and compare atomics on each path of the core's one-segment entry: the direct
+/// one (plain calls, an inject, remote CQ data and `FI_DELIVERY_COMPLETE`, a compare
+/// that matches and one that does not) and the generic one it hands `FI_FENCE` to
+/// (held behind a write in flight, then seeing what it wrote; refused by the target
+/// with error entries, leaving the memory as it was).
+fn atomic_base_compare_paths<A: Api>() {
+    let mut res = [0u8; 8];
+    let (a, b, b_at_a, _) = pair::<A>();
+    let mut mem = bytes(&[0u64, 1000, 2000, 3000]);
+    let mr = A::mr_reg(&b.domain, &mut mem, &mr_attr(RW, 0x82)).unwrap();
+    let (base, key) = (mr.remote_addr(), mr.key());
+    use AtomicClass::*;
+    use AtomicOp::*;
+    let u = Datatype::Uint64;
+    let w = |v: u64| bytes(&[v]);
+    let (atomic, read) = (
+        CqFlags::ATOMIC | CqFlags::WRITE,
+        CqFlags::ATOMIC | CqFlags::READ,
+    );
+
+    ok(run_atomic(&a, &b, b_at_a, Base, Sum, u, base, key, &w(5), &[], &mut [], Context(1)));
+    let e = run_atomic(
+        &a, &b, b_at_a, Compare, Cswap, u, base + 16, key, &w(7), &w(2000), &mut res, Context(2),
+    );
+    ok(e);
+    assert_eq!(res, *w(2000), "the matching compare's old value");
+    let e = run_atomic(
+        &a, &b, b_at_a, Compare, Cswap, u, base + 24, key, &w(9), &w(1), &mut res, Context(3),
+    );
+    ok(e);
+    assert_eq!(res, *w(3000), "the failed compare's old value");
+
+    let two = w(2);
+    let m = AtomicMsg {
+        operand: &two,
+        addr: b_at_a,
+        remote_addr: base + 8,
+        key,
+        datatype: u,
+        op: Sum,
+        context: Context(4),
+        data: 77,
+    };
+    let dc = OpFlags::REMOTE_CQ_DATA | OpFlags::DELIVERY_COMPLETE;
+    a.ep.atomicmsg(&m, dc).unwrap();
+    check_entry(&wait_ok(&a.cq, &[&b.domain]), Context(4), atomic, None, None, None);
+    a.ep.inject_atomic(&w(1), u, Sum, b_at_a, base + 8, key)
+        .unwrap();
+    let (eight, seven) = (w(8), w(7));
+    let cm = AtomicMsg {
+        operand: &eight,
+        remote_addr: base + 16,
+        op: Cswap,
+        context: Context(5),
+        ..m
+    };
+    // SAFETY: `res` outlives the nodes; read after the completion.
+    unsafe { a.ep.compare_atomicmsg(&cm, &seven, &mut res, dc) }.unwrap();
+    check_entry(&wait_ok(&a.cq, &[&b.domain]), Context(5), read, None, None, None);
+    assert_eq!(res, *seven);
+
+    // Fenced behind a write in flight: each sees what it wrote.
+    a.ep.write(&w(40), b_at_a, base + 24, key, Context(6))
+        .unwrap();
+    let fm = AtomicMsg {
+        remote_addr: base + 24,
+        context: Context(7),
+        ..m
+    };
+    a.ep.atomicmsg(&fm, OpFlags::FENCE).unwrap();
+    let e1 = wait_ok(&a.cq, &[&b.domain]);
+    let e2 = wait_ok(&a.cq, &[&b.domain]);
+    assert_eq!((e1.context(), e2.context()), (Context(6), Context(7)));
+    check_entry(&e2, Context(7), atomic, None, None, None);
+    a.ep.write(&w(50), b_at_a, base + 24, key, Context(8))
+        .unwrap();
+    let (fifty, fifty_one) = (w(50), w(51));
+    let fc = AtomicMsg {
+        operand: &fifty_one,
+        op: Cswap,
+        context: Context(9),
+        ..fm
+    };
+    // SAFETY: as above.
+    unsafe { a.ep.compare_atomicmsg(&fc, &fifty, &mut res, OpFlags::FENCE) }.unwrap();
+    let e1 = wait_ok(&a.cq, &[&b.domain]);
+    let e2 = wait_ok(&a.cq, &[&b.domain]);
+    assert_eq!((e1.context(), e2.context()), (Context(8), Context(9)));
+    check_entry(&e2, Context(9), read, None, None, None);
+    assert_eq!(res, *fifty, "the fenced compare saw the write");
+    let want = bytes(&[5u64, 1003, 8, 51]);
+    assert_eq!(snapshot(&mr), want);
+
+    // Fenced and refused by the target: error entries, the memory as it was.
+    let bad = AtomicMsg {
+        key: key ^ 0x1000,
+        context: Context(10),
+        ..fc
+    };
+    // SAFETY: as above.
+    unsafe { a.ep.compare_atomicmsg(&bad, &fifty, &mut res, OpFlags::FENCE) }.unwrap();
+    expect_err(&err(wait_one(&a.cq, &[&b.domain])), Context(10), Error::KeyRejected);
+    let far = AtomicMsg {
+        remote_addr: base + 32,
+        context: Context(11),
+        ..fm
+    };
+    a.ep.atomicmsg(&far, OpFlags::FENCE).unwrap();
+    expect_err(&err(wait_one(&a.cq, &[&b.domain])), Context(11), Error::Fault);
+    assert_eq!(snapshot(&mr), want);
+    assert_eq!(a.cntr_tx.read_err(), 2);
+    // The target makes no completion of its own for atomics, remote CQ data or not.
+    let mut none = [A::Entry::default(); 1];
+    assert_eq!(b.cq.read(&mut none), Err(Error::Again));
+}
+
 // ---------------------------------------------------------------------------------
 // Triggered operations
 // ---------------------------------------------------------------------------------
@@ -1819,6 +1935,7 @@ conformance_matrix!([
     atomic_invalid_rejected,
     atomic_errors,
     atomic_fetch_paths,
+    atomic_base_compare_paths,
     triggered_send,
     triggered_write_atomic,
     triggered_threshold_order,
