@@ -133,6 +133,15 @@ where
     finish(n, sum)
 }
 
+/// `word` registered on `l`'s domain for remote reads and writes (the atomics' target).
+fn remote_rw<'a, S: Config>(l: &Loop<S>, word: &'a mut [u8; 8]) -> Result<MemoryRegion<'a, S>> {
+    let attr = MrAttr {
+        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        ..MrAttr::DEFAULT
+    };
+    l.domain.mr_reg(word, &attr)
+}
+
 fn run_fadd<S>(n: u64, threading: ThreadingLevel) -> Result<()>
 where
     S: Config,
@@ -141,11 +150,7 @@ where
     let l = Loop::<S>::open(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC))?;
     let (cq, ep, me) = (&l.cq, &l.ep, l.me);
     let mut word = [0u8; 8];
-    let attr = MrAttr {
-        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
-        ..MrAttr::DEFAULT
-    };
-    let mr = l.domain.mr_reg(&mut word, &attr)?;
+    let mr = remote_rw(&l, &mut word)?;
     let (addr, key) = (mr.remote_addr(), mr.key());
     let one = 1u64.to_le_bytes();
     let mut old = [0u8; 8];
@@ -189,11 +194,7 @@ fn run_amo<S: Config>(n: u64, cswap: bool, threading: ThreadingLevel) -> Result<
     let l = Loop::<S>::open(&hints(threading).caps(Caps::TAGGED | Caps::ATOMIC))?;
     let (cq, ep, me) = (&l.cq, &l.ep, l.me);
     let mut word = [0u8; 8];
-    let attr = MrAttr {
-        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
-        ..MrAttr::DEFAULT
-    };
-    let mr = l.domain.mr_reg(&mut word, &attr)?;
+    let mr = remote_rw(&l, &mut word)?;
     let (addr, key) = (mr.remote_addr(), mr.key());
     let mut old = [0u8; 8];
     let mut entries = [<S::Cq as CqFormat>::Entry::default(); 4];
