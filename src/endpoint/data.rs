@@ -219,6 +219,36 @@ fn atomic_req<'a>(
 macro_rules! tx_calls {
     ($ty:ident) => {
         impl<S: Config> $ty<S> {
+            /// The lean atomic entry ([`EpInner::post_amo`]) for message form `m` of
+            /// kind `BITS`, whose operand was checked to cover `n` target bytes.
+            #[inline(always)]
+            fn amo_msg<const BITS: u8>(
+                &self,
+                m: &AtomicMsg<'_>,
+                compare: &[u8],
+                result: RawIov,
+                n: usize,
+                flags: OpFlags,
+            ) -> Result<()> {
+                let rma = RmaIov {
+                    addr: m.remote_addr,
+                    len: n,
+                    key: m.key,
+                };
+                self.ep().post_amo::<BITS>(
+                    self.txi(),
+                    m.operand,
+                    compare,
+                    result,
+                    m.datatype,
+                    m.op,
+                    m.addr,
+                    rma,
+                    data_of(flags, m.data),
+                    m.context,
+                    flags,
+                )
+            }
             /// `fi_send`: the buffer is copied before the call returns.
             #[inline]
             pub fn send(&self, buf: &[u8], dest: FiAddr, context: Context) -> Result<()> {
@@ -701,23 +731,7 @@ macro_rules! tx_calls {
                 // Checked here as `atomic_req` checks it; the entry builds the request
                 // only when it takes the generic path.
                 let n = atomic_len(AtomicClass::Base, m.op, m.datatype, m.operand.len(), 0, 0)?;
-                self.ep().post_amo::<0>(
-                    self.txi(),
-                    m.operand,
-                    &[],
-                    RawIov::EMPTY,
-                    m.datatype,
-                    m.op,
-                    m.addr,
-                    RmaIov {
-                        addr: m.remote_addr,
-                        len: n,
-                        key: m.key,
-                    },
-                    data_of(flags, m.data),
-                    m.context,
-                    flags,
-                )
+                self.amo_msg::<0>(m, &[], RawIov::EMPTY, n, flags)
             }
             /// `fi_fetch_atomic`: `result` receives the target's previous values.
             ///
@@ -771,24 +785,7 @@ macro_rules! tx_calls {
                     0,
                     result.len(),
                 )?;
-                let rma = RmaIov {
-                    addr: m.remote_addr,
-                    len: n,
-                    key: m.key,
-                };
-                self.ep().post_amo::<HDR_FETCH>(
-                    self.txi(),
-                    m.operand,
-                    &[],
-                    RawIov::one(result),
-                    m.datatype,
-                    m.op,
-                    m.addr,
-                    rma,
-                    data_of(flags, m.data),
-                    m.context,
-                    flags,
-                )
+                self.amo_msg::<HDR_FETCH>(m, &[], RawIov::one(result), n, flags)
             }
             /// `fi_compare_atomic`: swaps per `op` when `compare` matches; `result`
             /// receives the previous values.
@@ -843,23 +840,7 @@ macro_rules! tx_calls {
                     compare.len(),
                     result.len(),
                 )?;
-                self.ep().post_amo::<HDR_COMPARE>(
-                    self.txi(),
-                    m.operand,
-                    compare,
-                    RawIov::one(result),
-                    m.datatype,
-                    m.op,
-                    m.addr,
-                    RmaIov {
-                        addr: m.remote_addr,
-                        len: n,
-                        key: m.key,
-                    },
-                    data_of(flags, m.data),
-                    m.context,
-                    flags,
-                )
+                self.amo_msg::<HDR_COMPARE>(m, compare, RawIov::one(result), n, flags)
             }
             /// `fi_atomicv`: the operand gathered from several buffers (`fi_ioc` list).
             #[allow(clippy::too_many_arguments)]
