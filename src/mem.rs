@@ -106,6 +106,22 @@ impl RawIov {
         unsafe { self.fill_many(src) }
     }
 
+    /// [`RawIov::fill`] of the buffers past their first `skip` bytes: a result
+    /// delivered in pieces. The first piece (`skip == 0`, usually the only one) builds
+    /// no shortened list.
+    ///
+    /// # Safety
+    /// As [`RawIov::fill`].
+    #[inline(always)]
+    pub unsafe fn fill_at(&self, skip: usize, src: &[&[u8]]) -> usize {
+        // SAFETY (both): forwarded contract.
+        if skip == 0 {
+            unsafe { self.fill(src) }
+        } else {
+            unsafe { self.advance(skip).fill(src) }
+        }
+    }
+
     /// The general case of [`RawIov::fill`]: several buffers or sources.
     ///
     /// # Safety

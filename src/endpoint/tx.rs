@@ -423,7 +423,7 @@ impl<S: Config> EpInner<S> {
                             // an `unsafe` fetch call whose contract keeps it valid and
                             // unaliased until completion, which is now; `fill` writes
                             // at most what is left of it after `filled` bytes.
-                            filled += unsafe { result.advance(filled).fill(&[b]) };
+                            filled += unsafe { result.fill_at(filled, &[b]) };
                         })
                     });
                     match d {
@@ -685,7 +685,7 @@ impl<S: Config> EpInner<S> {
                         // call whose contract keeps the buffers valid and unaliased
                         // until completion, which is now; `fill` writes at most
                         // what is left of them after `filled` bytes.
-                        filled += unsafe { result.advance(filled).fill(&[b]) };
+                        filled += unsafe { result.fill_at(filled, &[b]) };
                     })
                 }))
             }),
