@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Our shm provider side by side with libfabric's shm provider and UCX (posix/cma), two
 # processes on this host, in alternating rounds; prints per-side medians and the raw
-# per-round values.
+# per-round values. Next to the latency metrics (tag_lat_*, msg_lat_*) each round also
+# measures the floor, the one-way time of a bare cache-line ping-pong between two
+# processes (benches/peers/line_floor.sh): on this VM it moves between about 0.026, 0.055
+# and 0.2 us with the hypervisor's placement of the two vCPUs, so it shows which state
+# each round ran in.
 #
 #   benches/shm_vs_peers.sh                 # 5 rounds, all sides, all metrics
 #   ROUNDS=3 ONLY='lat' benches/shm_vs_peers.sh
@@ -11,7 +15,7 @@
 # Environment:
 #   ROUNDS      rounds (5); each round runs every metric once per side, the side order
 #               rotating per round
-#   SIDES       comma list of ours,libfabric,ucx (all)
+#   SIDES       comma list of ours,libfabric,ucx,floor (all)
 #   ONLY        regex on metric names (tag_lat_8, msg_lat_4096, tag_bw_1m, tag_bw_16m,
 #               tag_rate_8, rma_write_rate_8, rma_write_bw_1m, rma_write_lat_8,
 #               put_pingpong_lat_8, fadd_lat_8)
@@ -32,15 +36,16 @@
 # the installed libfabric: Debian does not package fabtests) for libfabric bandwidth,
 # message rate, RMA and atomics, ucx_perftest with UCX_TLS=posix,self (latency, rates)
 # or cma,posix,self (1 MiB and 16 MiB bandwidth).
+# Floor: benches/peers/line_floor.sh -I 50000 (a C program built with cc), latency only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 missing=()
-for tool in fi_pingpong ucx_perftest python3; do
+for tool in fi_pingpong ucx_perftest python3 cc; do
     command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if ((${#missing[@]})); then
-    echo "missing: ${missing[*]} (apt-get install -y libfabric-bin libfabric-dev ucx-utils)" >&2
+    echo "missing: ${missing[*]} (apt-get install -y libfabric-bin libfabric-dev ucx-utils gcc)" >&2
     exit 1
 fi
 
@@ -52,6 +57,7 @@ if [[ "${1:-}" != "--list" ]]; then
         fi
     fi
     benches/peers/fi_peer.sh --build >/dev/null
+    benches/peers/line_floor.sh --build >/dev/null
 fi
 
 exec python3 benches/peers/shm_vs_peers.py "$@"

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Driver of benches/shm_vs_peers.sh: our shm provider against libfabric shm and UCX.
 
-Every round runs every metric once per side (ours, libfabric, UCX), rotating the order
-of the sides from round to round so that none always runs first on this noisy 2-core
-machine; the table reports per-side medians over the rounds and the raw values.
+Every round runs every metric once per side (ours, libfabric, UCX, floor), rotating the
+order of the sides from round to round so that none always runs first on this noisy
+2-core machine; the table reports per-side medians over the rounds and the raw values.
+
+The floor is the one-way time of a bare cache-line ping-pong between two processes,
+measured in every round of the tag_lat_*/msg_lat_* metrics: on this VM the latency
+depends on where the hypervisor places the two vCPUs (about 0.026, 0.055 or 0.2 us, and
+the state changes from second to second), and the floor shows which state a round ran in.
 
 Sides and tools:
   ours       target/release/examples/{pingpong,rdm_tagged_bw,rma_bw} ... --json
@@ -12,8 +17,10 @@ Sides and tools:
              message rate, RMA and atomics benches/peers/fi_peer.sh (fabtests is not
              packaged in Debian 12; fi_peer is a small fabtests-style C program)
   ucx        ucx_perftest server + client 127.0.0.1, `-v` CSV output, distinct `-p`
+  floor      benches/peers/line_floor.sh -I 50000 (a small C program built with cc), for
+             the latency metrics only; a reference, not a competitor: no ratio
 
-Environment: ROUNDS (5), SIDES (ours,libfabric,ucx), ONLY (regex on metric names),
+Environment: ROUNDS (5), SIDES (ours,libfabric,ucx,floor), ONLY (regex on metric names),
 OURS_PROV (shm: `-p` of our tools), OURS_DIR (target/release/examples),
 BEST_OF (1: each side's slot in a round runs its command that many times back to back
 and keeps the best value, a filter against preemption by other load; all are kept raw),
@@ -39,6 +46,8 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 OURS_DIR = os.environ.get("OURS_DIR", os.path.join(REPO, "target", "release", "examples"))
 OURS_PROV = os.environ.get("OURS_PROV", "shm")
 FI_PEER = os.path.join(HERE, "fi_peer.sh")
+LINE_FLOOR = os.path.join(HERE, "line_floor.sh")
+FLOOR_ITERS = "50000"
 RUN_TIMEOUT = float(os.environ.get("RUN_TIMEOUT", "90"))
 VERBOSE = os.environ.get("VERBOSE") == "1"
 
@@ -48,14 +57,14 @@ MIB = 1 << 20
 # UCX prints bandwidth in MiB/s; everything here is 10^6 bytes/s as fabtests prints.
 MIB_PER_S_TO_MB_PER_S = MIB / 1e6
 
-SIDE_NAMES = ("ours", "libfabric", "ucx")
+SIDE_NAMES = ("ours", "libfabric", "ucx", "floor")
 
 
 class Spec:
     """How one side measures one metric: a command and the field to take."""
 
     def __init__(self, kind, args, field, env=None, note=""):
-        self.kind = kind  # "ours", "fi_pingpong", "fi_peer", "ucx"
+        self.kind = kind  # "ours", "fi_pingpong", "fi_peer", "ucx", "floor"
         self.args = args
         self.field = field
         self.env = env or {}
@@ -63,11 +72,11 @@ class Spec:
 
 
 class Metric:
-    def __init__(self, name, unit, lower_better, ours, libfabric, ucx):
+    def __init__(self, name, unit, lower_better, ours, libfabric, ucx, floor=None):
         self.name = name
         self.unit = unit
         self.lower_better = lower_better
-        self.sides = {"ours": ours, "libfabric": libfabric, "ucx": ucx}
+        self.sides = {"ours": ours, "libfabric": libfabric, "ucx": ucx, "floor": floor}
 
 
 def lat_iters(size):
@@ -88,6 +97,7 @@ def metrics():
                 Spec("fi_pingpong", pp, "usec_per_xfer"),
                 Spec("ucx", ["-t", ucx_test, "-s", str(size), "-n", str(n), "-w", "500"],
                      "overall_lat", {"UCX_TLS": UCX_SMALL}),
+                Spec("floor", ["-I", FLOOR_ITERS], "usec_per_xfer"),
             ))
     # Tagged bandwidth: window 64 at 1 MiB, 16 at 16 MiB (the receive buffer is reused).
     for size, win, iters in ((MIB, 64, 640), (16 * MIB, 16, 64)):
@@ -411,6 +421,8 @@ def peer_commands(spec, port):
                 ["fi_pingpong"] + spec.args + ["-P", str(port), "127.0.0.1"])
     if spec.kind == "fi_peer":
         return None, [FI_PEER] + spec.args
+    if spec.kind == "floor":
+        return None, [LINE_FLOOR] + spec.args
     if spec.kind == "ucx":
         return (["ucx_perftest", "-p", str(port)],
                 ["ucx_perftest", "127.0.0.1", "-p", str(port), "-v"] + spec.args)
@@ -475,26 +487,31 @@ def report(ms, results, errors, sides):
     print()
     print("Medians over rounds (MB/s = 10^6 B/s; usec lower is better, rates higher).")
     print("ours/x is the plain quotient of the medians.")
-    head = ["metric", "unit", "ours", "libfabric", "UCX", "ours/libfabric", "ours/UCX"]
+    print("floor: one-way time of a bare cache-line ping-pong, the hardware floor of the")
+    print("vCPU placement the rounds ran in (a reference: no ratio against it).")
+    head = ["metric", "unit", "ours", "libfabric", "UCX", "ours/libfabric", "ours/UCX",
+            "floor"]
     rows = []
     for m in ms:
         med = {s: median(results[m.name][s]) for s in SIDE_NAMES}
-        cells = []
+        cells = {}
         for s in SIDE_NAMES:
             if m.sides[s] is None:
-                cells.append("n/a")
+                cells[s] = "" if s == "floor" else "n/a"
             elif s not in sides:
-                cells.append("skipped")
+                cells[s] = "skipped"
             elif med[s] is None:
                 err = errors[m.name].get(s, "failed")
-                cells.append("not built" if err == "not built" else "failed")
+                cells[s] = "not built" if err == "not built" else "failed"
             else:
-                cells.append(fmt(med[s]))
-        rows.append([m.name, m.unit] + cells + [ratio(med["ours"], med["libfabric"]),
-                                                ratio(med["ours"], med["ucx"])])
+                cells[s] = fmt(med[s])
+        rows.append([m.name, m.unit, cells["ours"], cells["libfabric"], cells["ucx"],
+                     ratio(med["ours"], med["libfabric"]), ratio(med["ours"], med["ucx"]),
+                     cells["floor"]])
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    # rstrip: a blank floor cell (a metric without one) leaves no trailing spaces.
     line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
-                                for i, (c, w) in enumerate(zip(r, widths)))
+                                for i, (c, w) in enumerate(zip(r, widths))).rstrip()
     print(line(head))
     print("-+-".join("-" * w for w in widths))
     for r in rows:
