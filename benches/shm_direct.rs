@@ -2,10 +2,13 @@
 //! mapped segment (the initiator stores, the target does nothing) and into ordinary
 //! registered memory (a request through the target's ring, answered when the target
 //! progresses, here in the same thread). Two endpoints of one process, default stack.
+//! Also a direct write while another initiator writes the same segment.
 //!
 //! Run: `cargo bench --bench shm_direct -- --warm-up-time 1 --measurement-time 3`.
 // `criterion_group!` generates an undocumented `pub fn`.
 #![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fabric::prelude::*;
@@ -86,5 +89,42 @@ fn write8(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, write8);
+/// `fi_inject_write` of 8 bytes into a mapped segment while a second initiator (another
+/// endpoint, in a thread of its own) writes another cache line of the same segment
+/// without pause: what many-to-one one-sided traffic (a SHMEM symmetric heap) costs
+/// each initiator. The two share nothing but the segment's header.
+fn write8_beside_another_initiator(c: &mut Criterion) {
+    let target = node();
+    let init = node();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let _direct = seg.register(&target.domain, &attr(KEY_DIRECT)).unwrap();
+    let name = target.ep.name();
+    let peer = init.av.insert(&name).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let other = node();
+            let peer = other.av.insert(&name).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                other
+                    .ep
+                    .inject_write(&1u64.to_ne_bytes(), peer, 128, KEY_DIRECT)
+                    .unwrap();
+            }
+        });
+        let mut g = c.benchmark_group("shm_write8_shared");
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("direct_inject", |b| {
+            b.iter(|| {
+                init.ep
+                    .inject_write(&7u64.to_ne_bytes(), peer, 64, KEY_DIRECT)
+                    .unwrap()
+            })
+        });
+        g.finish();
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+criterion_group!(benches, write8, write8_beside_another_initiator);
 criterion_main!(benches);

@@ -4,10 +4,11 @@
 //!
 //! Per operation, on the fast path: one lookup in the sender's cache of (peer, key) →
 //! segment, the checks the target's MR table would make (access, then bounds, with
-//! checked arithmetic) against the cached directory entry, then the access between an
-//! increment and a decrement of the segment's busy count, with the entry's state word
-//! rechecked after the increment (the handshake with the owner's withdrawal, see
-//! `mapped`). A cache miss reads the peer's directory (mapped read-only, once per peer
+//! checked arithmetic) against the cached directory entry, then the access between
+//! marking this sender's busy lane of the segment and clearing it (plain stores; the
+//! segment's shared busy count, two locked instructions, where no lane is to be had),
+//! with the entry's state word rechecked in between (the handshake with the owner's
+//! withdrawal, see `mapped` and `lanes`). A cache miss reads the peer's directory (mapped read-only, once per peer
 //! process) and maps the segment (once per process, shared by all endpoints).
 
 use std::collections::HashMap;
@@ -22,8 +23,10 @@ use fabric::provider::{Direct, DirectOp, DirectReq};
 use fabric::{Error, Result};
 
 use crate::directory::{PeerDirectory, Snapshot};
+use crate::lanes;
 use crate::peer::PeerRegion;
-use crate::segment::SegFile;
+use crate::segment::{Lane, SegFile};
+use crate::sys;
 
 /// How many direct operations a sender performs between liveness checks of the
 /// target process (a check costs system calls; a dead target's memory would
@@ -107,12 +110,43 @@ pub(crate) struct Target {
     len: u64,
     access: MrAccess,
     pub(crate) seg: Arc<SegFile>,
+    /// This sender's busy lane of the segment, if it got one.
+    lane: Option<Lane>,
 }
 
 impl Target {
     #[inline]
     fn current(&self) -> bool {
         self.dir.dir.state(self.slot).load(Ordering::Acquire) == self.state
+    }
+
+    /// Shows the owner this sender is inside an access, then rechecks the entry
+    /// (sequentially consistent); `false`, after [`Self::leave`], when it was withdrawn.
+    #[inline(always)]
+    fn enter(&self) -> bool {
+        match &self.lane {
+            Some(l) => lanes::enter(l.word()),
+            None => {
+                self.seg.busy().fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        if self.dir.dir.state(self.slot).load(Ordering::SeqCst) == self.state {
+            return true;
+        }
+        self.leave();
+        false
+    }
+
+    /// Ends what [`Self::enter`] began: the access happens before the owner sees it
+    /// over.
+    #[inline(always)]
+    fn leave(&self) {
+        match &self.lane {
+            Some(l) => lanes::leave(l.word()),
+            None => {
+                self.seg.busy().fetch_sub(1, Ordering::Release);
+            }
+        }
     }
 
     /// The registered address of the segment's first byte.
@@ -139,14 +173,11 @@ impl Target {
     /// the owner closed or refreshed the registration.
     #[inline]
     pub(crate) fn busy<R>(&self, f: impl FnOnce(&SegFile) -> R) -> Result<R> {
-        let busy = self.seg.busy();
-        busy.fetch_add(1, Ordering::SeqCst);
-        if self.dir.dir.state(self.slot).load(Ordering::SeqCst) != self.state {
-            busy.fetch_sub(1, Ordering::Release);
+        if !self.enter() {
             return Err(Error::NoKey);
         }
         let r = f(&self.seg);
-        busy.fetch_sub(1, Ordering::Release);
+        self.leave();
         Ok(r)
     }
 }
@@ -175,6 +206,8 @@ pub(crate) fn attach(to: &PeerRegion, key: u64) -> Result<Target> {
         len: snap.entry.len,
         access: MrAccess::from_bits_truncate(snap.entry.access),
         seg,
+        // A `RemoteKey` may be used from several threads at once: it counts.
+        lane: None,
     })
 }
 
@@ -308,6 +341,13 @@ impl TxDirect {
                 // segment the entry names only if the entry is still the same (the
                 // nonce check of `SegFile::open` rules out any other file too).
                 Ok(seg) if dir.dir.state(snap.slot).load(Ordering::SeqCst) == snap.state => {
+                    // One sender uses its cache at a time: a lane of its own, when the
+                    // owner's barrier can reach this process.
+                    let lane = if sys::membarrier_registered() {
+                        seg.claim_lane()
+                    } else {
+                        None
+                    };
                     Cached::Mapped(Target {
                         dir: dir.clone(),
                         slot: snap.slot,
@@ -316,6 +356,7 @@ impl TxDirect {
                         len: snap.entry.len,
                         access: MrAccess::from_bits_truncate(snap.entry.access),
                         seg,
+                        lane,
                     })
                 }
                 // Changed meanwhile: the next operation looks again.
@@ -485,14 +526,14 @@ pub fn write(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u8
             t.access.contains(MrAccess::REMOTE_WRITE),
             addr.checked_sub(t.base),
         ) {
-            let busy = t.seg.busy();
-            busy.fetch_add(1, Ordering::SeqCst);
             // The handshake of `perform`: the entry is still the one cached.
-            if t.dir.dir.state(t.slot).load(Ordering::SeqCst) == t.state && t.seg.put(off, data) {
-                busy.fetch_sub(1, Ordering::Release);
-                return Direct::Done;
+            if t.enter() {
+                if t.seg.put(off, data) {
+                    t.leave();
+                    return Direct::Done;
+                }
+                t.leave();
             }
-            busy.fetch_sub(1, Ordering::Release);
         }
     }
     write_slow(tx, to, addr, key, data)
@@ -557,11 +598,8 @@ fn perform<F: FnMut(&[u8])>(
                 return Direct::Declined;
             }
         }
-        let busy = t.seg.busy();
-        busy.fetch_add(1, Ordering::SeqCst);
-        if t.dir.dir.state(t.slot).load(Ordering::SeqCst) != t.state {
+        if !t.enter() {
             // Withdrawn (now or earlier): the owner may be waiting for us to leave.
-            busy.fetch_sub(1, Ordering::Release);
             tx.evict(k);
             continue;
         }
@@ -586,7 +624,7 @@ fn perform<F: FnMut(&[u8])>(
             }
             Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, (req.payload, req.compare), &mut out),
         };
-        busy.fetch_sub(1, Ordering::Release);
+        t.leave();
         return match res {
             Ok(()) => Direct::Done,
             Err(e) => Direct::Failed(e),

@@ -54,6 +54,7 @@
 pub mod cell;
 mod direct;
 mod directory;
+mod lanes;
 pub mod mapped;
 pub mod name;
 mod peer;

@@ -45,9 +45,10 @@
 //!
 //! Withdrawal is safe: dropping the [`DirectMr`] first withdraws the directory entry,
 //! then waits until no peer is inside an access (each initiator counts itself in the
-//! segment's busy word around every access, then rechecks the entry: either it sees
-//! the entry gone or the owner sees it busy), for at most [`UNPUBLISH_WAIT`], and only
-//! then deregisters the region. No peer accesses the segment afterwards.
+//! segment's busy word around every access, or marks its own busy lane, then rechecks
+//! the entry: either it sees the entry gone or the owner sees it busy; see `lanes`),
+//! for at most [`UNPUBLISH_WAIT`], and only then deregisters the region. No peer
+//! accesses the segment afterwards.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,12 +178,19 @@ struct Publication<'a> {
 impl Drop for Publication<'_> {
     fn drop(&mut self) {
         self.dir.unpublish(self.slot, self.state);
-        // Peers count themselves busy before they recheck the entry (both sequentially
-        // consistent): from here, either they see it withdrawn or we see them busy.
+        // Peers count themselves busy (sequentially consistent), or mark their lane
+        // busy with the barrier below standing in for their fence, before they recheck
+        // the entry: from here, either they see it withdrawn or we see them busy.
+        if self.view.fenced() && !crate::lanes::owner_fence() {
+            // The barrier worked when the segment was made. Should it fail now, a lane's
+            // busy store may still sit in its CPU's store buffer, which drains within
+            // nanoseconds: give it a millisecond before reading the lanes.
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let busy = self.view.busy();
         let deadline = Instant::now() + UNPUBLISH_WAIT;
         let mut spins = 0u32;
-        while busy.load(Ordering::SeqCst) != 0 {
+        while busy.load(Ordering::SeqCst) != 0 || self.view.lanes_busy() {
             if spins < 1 << 10 {
                 spins += 1;
                 std::hint::spin_loop();
@@ -272,6 +280,23 @@ mod tests {
         }
     }
 
+    /// How long dropping `mr` takes while a peer's access ends (`leave`) 100 ms after
+    /// the drop began.
+    fn withdraw_while<S: Config, R>(
+        mr: DirectMr<'_, S>,
+        leave: impl FnOnce() -> R + Send,
+    ) -> Duration {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                leave();
+            });
+            let start = Instant::now();
+            drop(mr);
+            start.elapsed()
+        })
+    }
+
     #[test]
     fn withdrawal_waits_for_accesses_in_progress() {
         let (_f, d) = domain();
@@ -281,15 +306,7 @@ mod tests {
         // A peer inside an access: counted busy.
         let peer = SegFile::open(sys::getpid(), fd, 4096, nonce).unwrap();
         peer.busy().fetch_add(1, Ordering::SeqCst);
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(100));
-                peer.busy().fetch_sub(1, Ordering::SeqCst);
-            });
-            drop(mr);
-        });
-        let waited = start.elapsed();
+        let waited = withdraw_while(mr, || peer.busy().fetch_sub(1, Ordering::SeqCst));
         assert!(waited >= Duration::from_millis(100), "waited {waited:?}");
         assert!(waited < UNPUBLISH_WAIT, "waited {waited:?}");
         // Withdrawn: the key can be published again, and the memory is ours again.
@@ -302,6 +319,39 @@ mod tests {
         drop(mr);
         let waited = start.elapsed();
         assert!(waited >= UNPUBLISH_WAIT && waited < 2 * UNPUBLISH_WAIT);
+    }
+
+    #[test]
+    fn withdrawal_waits_for_a_busy_lane() {
+        let (_f, d) = domain();
+        let mut seg = MappedSegment::new(4096).unwrap();
+        let (fd, nonce) = (seg.file.fd(), seg.file.nonce());
+        let peer = std::sync::Arc::new(SegFile::open(sys::getpid(), fd, 4096, nonce).unwrap());
+        if !(sys::membarrier_registered() && peer.fenced()) {
+            // No expedited barrier here: no lanes are offered, initiators count.
+            assert!(peer.claim_lane().is_none());
+            return;
+        }
+        // Lanes are handed out once each, until none is left; a dropped one is free.
+        let mut lanes: Vec<_> = std::iter::from_fn(|| peer.claim_lane()).collect();
+        assert_eq!(lanes.len(), crate::segment::LANES);
+        let mut words: Vec<_> = lanes.iter().map(|l| l.word().as_ptr()).collect();
+        words.sort();
+        words.dedup();
+        assert_eq!(words.len(), lanes.len());
+        lanes.truncate(1);
+        assert!(peer.claim_lane().is_some());
+        let lane = lanes[0].word();
+        let mr = seg.register(&d, &attr(0xa1_0003)).unwrap();
+        crate::lanes::enter(lane);
+        let waited = withdraw_while(mr, || crate::lanes::leave(lane));
+        assert!(waited >= Duration::from_millis(100), "waited {waited:?}");
+        assert!(waited < UNPUBLISH_WAIT, "waited {waited:?}");
+        // An idle lane does not hold a withdrawal up.
+        let mr = seg.register(&d, &attr(0xa1_0003)).unwrap();
+        let start = Instant::now();
+        drop(mr);
+        assert!(start.elapsed() < Duration::from_millis(100));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! access with plain copies and CPU atomics. This module owns every access to it.
 //!
 //! ```text
-//! page 0   magic | nonce (identity, also in the directory entry)
+//! page 0   magic | nonce (identity, also in the directory entry) | fenced
 //!          busy: direct accesses in progress (own cache line, written by peers)
+//!          LANES lanes, a cache line each (see `lanes`)
 //! page 1.. data
 //! ```
 //! Peers may write anything anywhere in a segment they mapped, including its header:
@@ -15,9 +16,11 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use fabric::{Error, Result};
 
+use crate::lanes::{self, LaneWord};
 use crate::sys::{self, Mapping};
 
 /// Bytes before the data: the header page (keeps the data page-aligned).
@@ -26,7 +29,12 @@ pub const SEG_HEADER: usize = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSEG01");
 const OFF_MAGIC: usize = 0;
 const OFF_NONCE: usize = 8;
+/// 1 when the owner issues `membarrier(GLOBAL_EXPEDITED)` on withdrawal (`lanes`).
+const OFF_FENCED: usize = 16;
 const OFF_BUSY: usize = 64;
+const OFF_LANES: usize = 128;
+/// Initiators that can hold a busy lane of one segment at a time; the others count.
+pub const LANES: usize = (SEG_HEADER - OFF_LANES) / 64;
 
 /// An atomic type that can view a naturally aligned word of a segment.
 pub trait Word: Sync + sealed::Sealed {
@@ -69,6 +77,10 @@ impl SegFile {
             nonce,
         };
         s.word64(OFF_NONCE).store(nonce, Ordering::Relaxed);
+        // Lanes are offered only if the barrier works here: a withdrawal issues it.
+        if lanes::owner_fence() {
+            s.word64(OFF_FENCED).store(1, Ordering::Relaxed);
+        }
         s.word64(OFF_MAGIC).store(MAGIC, Ordering::Release);
         Ok(s)
     }
@@ -126,6 +138,28 @@ impl SegFile {
     #[inline]
     pub fn busy(&self) -> &AtomicU64 {
         self.word64(OFF_BUSY)
+    }
+
+    /// Whether the owner issues the barrier that lets initiators use lanes.
+    pub fn fenced(&self) -> bool {
+        self.word64(OFF_FENCED).load(Ordering::Relaxed) == 1
+    }
+
+    /// Lane `i` (below [`LANES`]).
+    fn lane(&self, i: usize) -> &AtomicU64 {
+        self.word64(OFF_LANES + 64 * i)
+    }
+
+    /// Claims a free lane for one initiator, if the owner offers lanes and one is free.
+    pub fn claim_lane(self: &Arc<Self>) -> Option<Lane> {
+        if !self.fenced() {
+            return None;
+        }
+        let word = (0..LANES).map(|i| self.lane(i)).find(|w| w.claim())?;
+        Some(Lane {
+            word: NonNull::from(word),
+            _seg: self.clone(),
+        })
     }
 
     /// Address of the first data byte in this process (for alignment tests).
@@ -216,6 +250,34 @@ impl SegFile {
     }
 }
 
+/// A lane of a segment claimed by one initiator (see `lanes`), given back when dropped.
+pub struct Lane {
+    word: NonNull<AtomicU64>,
+    /// Keeps the mapping `word` points into.
+    _seg: Arc<SegFile>,
+}
+
+// SAFETY: `word` is an atomic in a mapping the lane keeps alive.
+unsafe impl Send for Lane {}
+// SAFETY: as above; it is only accessed atomically.
+unsafe impl Sync for Lane {}
+
+impl Lane {
+    /// The lane's word.
+    #[inline(always)]
+    pub fn word(&self) -> &AtomicU64 {
+        // SAFETY: a header word of the mapping `_seg` keeps alive (taken from
+        // `SegFile::lane`, so in bounds and 8-aligned).
+        unsafe { self.word.as_ref() }
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.word().store(lanes::FREE, Ordering::Release);
+    }
+}
+
 /// The owner's view of a published segment's shared words while its data is lent to a
 /// registration.
 pub struct SegView<'a> {
@@ -230,11 +292,26 @@ unsafe impl Send for SegView<'_> {}
 unsafe impl Sync for SegView<'_> {}
 
 impl SegView<'_> {
+    fn header_word(&self, off: usize) -> &AtomicU64 {
+        assert!(off.is_multiple_of(8) && off + 8 <= SEG_HEADER);
+        // SAFETY: a word of the header page, 8-aligned, in a mapping that outlives
+        // `'a`; header words are accessed atomically only.
+        unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU64>() }
+    }
+
     /// The busy count (see [`SegFile::busy`]).
     pub fn busy(&self) -> &AtomicU64 {
-        // SAFETY: the header's busy word, 8-aligned, in a mapping that outlives `'a`;
-        // accessed atomically only.
-        unsafe { &*self.base.as_ptr().add(OFF_BUSY).cast::<AtomicU64>() }
+        self.header_word(OFF_BUSY)
+    }
+
+    /// Whether this segment offers lanes (see [`SegFile::fenced`]).
+    pub fn fenced(&self) -> bool {
+        self.header_word(OFF_FENCED).load(Ordering::Relaxed) == 1
+    }
+
+    /// Whether any initiator's lane is inside an access (see `lanes`).
+    pub fn lanes_busy(&self) -> bool {
+        lanes::any_busy((0..LANES).map(|i| self.header_word(OFF_LANES + 64 * i)))
     }
 
     /// Data bytes.
