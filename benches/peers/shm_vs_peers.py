@@ -3,7 +3,9 @@
 
 Every round runs every metric once per side (ours, libfabric, UCX, floor), rotating the
 order of the sides from round to round so that none always runs first on this noisy
-2-core machine; the table reports per-side medians over the rounds and the raw values.
+2-core machine; the table reports per-side medians over the rounds and the raw values, and
+for latencies the median of ours over UCX taken round by round (a round runs one
+metric's sides back to back, so each pair mostly shares the vCPU placement).
 
 The floor is the one-way time of a bare cache-line ping-pong between two processes,
 measured in every round of the tag_lat_*/msg_lat_* metrics: on this VM the latency
@@ -483,6 +485,21 @@ def ratio(a, b):
     return f"{a / b:.2f}" if a is not None and b else "-"
 
 
+def paired_ratios(ms, results):
+    """Per latency metric, ours over UCX in the same round, and their median. A round
+    runs one metric's sides back to back, so a round's pair mostly shares a vCPU
+    placement, which a quotient of medians over rounds does not ensure."""
+    out = {}
+    for m in ms:
+        if "_lat_" not in m.name or m.sides["ucx"] is None or m.sides["ours"] is None:
+            continue
+        pairs = [o / u for o, u in zip(results[m.name]["ours"], results[m.name]["ucx"])
+                 if isinstance(o, float) and isinstance(u, float) and u > 0]
+        if pairs:
+            out[m.name] = {"per_round": pairs, "median": statistics.median(pairs)}
+    return out
+
+
 def report(ms, results, errors, sides):
     print()
     print("Medians over rounds (MB/s = 10^6 B/s; usec lower is better, rates higher).")
@@ -516,6 +533,13 @@ def report(ms, results, errors, sides):
     print("-+-".join("-" * w for w in widths))
     for r in rows:
         print(line(r))
+    paired = paired_ratios(ms, results) if {"ours", "ucx"} <= set(sides) else {}
+    if paired:
+        print()
+        print("Latency, ours over UCX measured back to back in the same round:")
+        for name, p in paired.items():
+            shown = " ".join(f"{v:.2f}" for v in p["per_round"])
+            print(f"  {name:<14} median {p['median']:.2f}   rounds {shown}")
     print()
     print("Raw per-round values:")
     for m in ms:
@@ -604,6 +628,7 @@ def main():
                    "prio": os.environ.get("PRIO", "none"), "records": records,
                    "medians": {m.name: {s: median(results[m.name][s]) for s in SIDE_NAMES}
                                for m in ms},
+                   "paired_over_ucx": paired_ratios(ms, results),
                    "commands": {m.name: {s: describe(m.sides[s], "PORT") for s in SIDE_NAMES}
                                 for m in ms}}, f, indent=1)
     print(f"results: {path}")
