@@ -30,27 +30,15 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 dir="${FI_PEER_DIR:-$repo/target/peers}"
 bin="$dir/fi_peer"
-src="$dir/fi_peer.c"
+# shellcheck source=embedded_c.sh
+. "$here/embedded_c.sh"
 
 build() {
-    mkdir -p "$dir"
-    local tmp
-    tmp="$(mktemp "$dir/fi_peer.c.XXXXXX")"
-    sed -n '/^\/\/ ---- fi_peer.c begin/,/^\/\/ ---- fi_peer.c end/p' "${BASH_SOURCE[0]}" >"$tmp"
-    if [[ -x "$bin" && -f "$src" ]] && cmp -s "$tmp" "$src"; then
-        rm -f "$tmp"
-        return 0
-    fi
-    mv "$tmp" "$src"
-    if ! command -v cc >/dev/null; then
-        echo "fi_peer: no C compiler (cc)" >&2
-        return 1
-    fi
     if [[ ! -f /usr/include/rdma/fabric.h ]]; then
         echo "fi_peer: libfabric headers missing (apt-get install -y libfabric-dev)" >&2
         return 1
     fi
-    cc -O2 -Wall -Wextra -o "$bin.tmp" "$src" -lfabric && mv "$bin.tmp" "$bin"
+    build_embedded fi_peer "${BASH_SOURCE[0]}" "$dir" -lfabric
 }
 
 if [[ "${1:-}" == "--build" ]]; then

@@ -23,23 +23,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 dir="${LINE_FLOOR_DIR:-$repo/target/peers}"
 bin="$dir/line_floor"
-src="$dir/line_floor.c"
+# shellcheck source=embedded_c.sh
+. "$here/embedded_c.sh"
 
 build() {
-    mkdir -p "$dir"
-    local tmp
-    tmp="$(mktemp "$dir/line_floor.c.XXXXXX")"
-    sed -n '/^\/\/ ---- line_floor.c begin/,/^\/\/ ---- line_floor.c end/p' "${BASH_SOURCE[0]}" >"$tmp"
-    if [[ -x "$bin" && -f "$src" ]] && cmp -s "$tmp" "$src"; then
-        rm -f "$tmp"
-        return 0
-    fi
-    mv "$tmp" "$src"
-    if ! command -v cc >/dev/null; then
-        echo "line_floor: no C compiler (cc)" >&2
-        return 1
-    fi
-    cc -O2 -Wall -Wextra -o "$bin.tmp" "$src" && mv "$bin.tmp" "$bin"
+    build_embedded line_floor "${BASH_SOURCE[0]}" "$dir"
 }
 
 if [[ "${1:-}" == "--build" ]]; then
