@@ -24,3 +24,19 @@ build_embedded() {
     fi
     cc -O2 -Wall -Wextra -o "$bin.tmp" "$src" "$@" && mv "$bin.tmp" "$bin"
 }
+
+#   embedded_main BIN BUILDER ARGS ...
+#
+# The scripts' entry: `--build` runs BUILDER and prints BIN; anything else runs BUILDER,
+# then BIN with ARGS.
+embedded_main() {
+    local bin=$1 builder=$2
+    shift 2
+    if [[ "${1:-}" == "--build" ]]; then
+        "$builder" >&2
+        echo "$bin"
+        exit 0
+    fi
+    "$builder" >&2
+    exec "$bin" "$@"
+}

@@ -41,13 +41,7 @@ build() {
     build_embedded fi_peer "${BASH_SOURCE[0]}" "$dir" -lfabric
 }
 
-if [[ "${1:-}" == "--build" ]]; then
-    build >&2
-    echo "$bin"
-    exit 0
-fi
-build >&2
-exec "$bin" "$@"
+embedded_main "$bin" build "$@"
 
 # The C source lives below `exit`/`exec`: bash never reads it.
 cat >/dev/null <<'C_SOURCE'

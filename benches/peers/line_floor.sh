@@ -30,13 +30,7 @@ build() {
     build_embedded line_floor "${BASH_SOURCE[0]}" "$dir"
 }
 
-if [[ "${1:-}" == "--build" ]]; then
-    build >&2
-    echo "$bin"
-    exit 0
-fi
-build >&2
-exec "$bin" "$@"
+embedded_main "$bin" build "$@"
 
 # The C source lives below `exit`/`exec`: bash never reads it.
 cat >/dev/null <<'C_SOURCE'
