@@ -179,6 +179,14 @@ pub(crate) struct Reader<'r, S: Config> {
     n: usize,
 }
 
+impl<S: Config> Reader<'_, S> {
+    /// Whether the caller's entries are all filled.
+    #[inline(always)]
+    pub(crate) fn full(&self) -> bool {
+        self.n >= self.room
+    }
+}
+
 /// A completion queue of configuration `S`; entries have the type `S::Cq::Entry`.
 pub struct Cq<S: Config> {
     pub(crate) inner: Arc<CqInner<S>>,

@@ -288,6 +288,13 @@ pub trait Sink<R> {
     fn response(&mut self, r: &Response, src: &[u8], payload: &[u8]) -> bool {
         self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
     }
+    /// Whether the CQ read that runs this poll has all the entries it asked for: the
+    /// transport may leave the rest of the channel it is draining to the next poll (it
+    /// still looks at its other channels, so none starves). The default: never.
+    #[inline]
+    fn sated(&self) -> bool {
+        false
+    }
 }
 
 impl<R, F: FnMut(&Header, &[u8], Payload<'_, R>) -> bool> Sink<R> for F {

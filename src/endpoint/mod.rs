@@ -394,6 +394,11 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
             .on_response(r, Payload::<crate::provider::NoPull>::Inline(payload));
         true
     }
+
+    #[inline(always)]
+    fn sated(&self) -> bool {
+        self.rd.as_ref().is_some_and(|rd| rd.full())
+    }
 }
 
 /// Owns the endpoint core; the last handle (including aliases) closes it.

@@ -841,3 +841,51 @@ fn garbage_short_cells_are_contained() {
         )
         .unwrap();
 }
+
+/// A sink whose reader is sated after every message: it records (source, tag).
+struct OneAtATime<'a>(&'a mut Vec<(Vec<u8>, u64)>);
+
+impl fabric::provider::Sink<ShmPull> for OneAtATime<'_> {
+    fn packet(&mut self, hdr: &Header, src: &[u8], _: Payload<'_, ShmPull>) -> bool {
+        self.0.push((src.to_vec(), hdr.tag));
+        true
+    }
+    fn sated(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_sated_reader_leaves_the_rest_of_a_ring_to_the_next_poll() {
+    let (mut a, mut c, mut b) = (end(true), end(true), end(true));
+    let to_b = resolve(&b);
+    for (from, base) in [(&mut a, 10), (&mut c, 20)] {
+        for i in 0..3u64 {
+            let m = Eager {
+                op: Op::Tagged,
+                rx_idx: 0,
+                tag: base + i,
+                data: None,
+                len: 8,
+            };
+            from.ep
+                .send_eager(&mut from.tx, &to_b, &m, &[&i.to_le_bytes()])
+                .unwrap();
+        }
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        // One message from each sender's channel per poll: no channel waits on another.
+        assert_eq!(b.ep.poll_into(&mut b.rx, OneAtATime(&mut seen)), 2);
+    }
+    assert_eq!(b.ep.poll_into(&mut b.rx, OneAtATime(&mut seen)), 0);
+    assert_eq!(seen.len(), 6);
+    for (e, base) in [(&a, 10), (&c, 20)] {
+        let tags: Vec<u64> = seen
+            .iter()
+            .filter(|(s, _)| s == e.ep.name())
+            .map(|(_, t)| *t)
+            .collect();
+        assert_eq!(tags, [base, base + 1, base + 2]);
+    }
+}
