@@ -10,6 +10,7 @@
 
 mod shm_child;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fabric::atomic::{self, AtomicClass};
@@ -954,6 +955,47 @@ fn concurrent_fetch_adds_in_process() {
         }
     });
     assert_eq!(u64_at(&mr, 8), 2 * N);
+}
+
+/// Direct writes keep coming while the owner withdraws the segment: once the withdrawal
+/// returned, none lands (the handshake of the initiator's busy lane, or count, with the
+/// owner's withdrawal), however the writer's accesses fall against it.
+#[test]
+fn no_direct_write_lands_after_withdrawal() {
+    const KEY: u64 = 0xd7_0002;
+    const MARK: u64 = u64::from_ne_bytes([0xee; 8]);
+    let t = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let name = t.ep.name();
+    for round in 1..=20u8 {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let i = node::<Stack<Shm>>();
+                let peer = i.av.insert(&name).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    // Before the registration and after the withdrawal the key takes the
+                    // ring path, which the target never serves here: refusals (a full
+                    // ring) are expected.
+                    let _ = i.ep.inject_write(&[0xee; 256], peer, 0, KEY);
+                }
+            });
+            let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+            while u64_at(&mr, 0) != MARK {
+                std::hint::spin_loop();
+            }
+            drop(mr);
+            seg.as_mut_slice().fill(round);
+            let until = Instant::now() + Duration::from_millis(5);
+            let mut intact = true;
+            while intact && Instant::now() < until {
+                intact = seg.as_slice().iter().all(|&b| b == round);
+            }
+            // Stopped before asserting: a failed round must not leave the writer running.
+            stop.store(true, Ordering::Relaxed);
+            assert!(intact, "round {round}: a write landed after the withdrawal");
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------
