@@ -373,7 +373,7 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
                     req: hdr.req,
                     status: hdr.status,
                 };
-                ep.on_response(&r, payload);
+                ep.on_response(&r, payload, self.rd.as_deref_mut());
                 true
             }
             // Garbage from a peer is dropped, never trusted (a remote payload is
@@ -390,8 +390,11 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
     #[inline(always)]
     fn response(&mut self, r: &Response, _src: &[u8], payload: &[u8]) -> bool {
         // `NoPull`: an inline payload only, so the remote arms compile away.
-        self.ep
-            .on_response(r, Payload::<crate::provider::NoPull>::Inline(payload));
+        self.ep.on_response(
+            r,
+            Payload::<crate::provider::NoPull>::Inline(payload),
+            self.rd.as_deref_mut(),
+        );
         true
     }
 

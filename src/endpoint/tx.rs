@@ -3,6 +3,7 @@
 
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
+use crate::cq::Reader;
 use crate::cq_format::Completion;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
@@ -717,9 +718,15 @@ impl<S: Config> EpInner<S> {
     /// pending operations, with its `payload`. Result data (a read's, a fetching
     /// atomic's) is copied into the result buffers, straight from the target when it is
     /// remote; a response of the wrong kind or size, or one whose data does not arrive,
-    /// completes the operation with `FI_EIO`. Unknown or stale ids are ignored.
+    /// completes the operation with `FI_EIO`. Unknown or stale ids are ignored. `rd`:
+    /// the CQ read under way, if any, which may take a success entry directly.
     #[inline]
-    pub(crate) fn on_response<R: Pull>(&self, r: &Response, payload: Payload<'_, R>) {
+    pub(crate) fn on_response<R: Pull>(
+        &self,
+        r: &Response,
+        payload: Payload<'_, R>,
+        rd: Option<&mut Reader<'_, S>>,
+    ) {
         let Some(tx) = self.tx.get(r.tx_idx as usize) else {
             return;
         };
@@ -758,7 +765,7 @@ impl<S: Config> EpInner<S> {
                 }
             }
             if status == 0 {
-                st.succeed(p.cntr, p.want, p.ctx, p.flags, p.len);
+                st.succeed_to(p.cntr, p.want, p.ctx, p.flags, p.len, rd);
             } else {
                 let err = Error::from_code(status as i32);
                 st.fail(p.cntr, p.ctx, p.flags, err, status as i32);
@@ -810,17 +817,35 @@ impl<S: Config> TxState<S> {
     /// implies the count, as everywhere), then its CQ entry when one is wanted.
     #[inline(always)]
     fn succeed(&self, ck: CntrKind, want: bool, context: Context, flags: CqFlags, len: usize) {
+        self.succeed_to(ck, want, context, flags, len, None);
+    }
+
+    /// [`Self::succeed`] during the CQ read `rd`, if any: the entry may go straight into
+    /// the reader's entries ([`crate::cq::CqInner::complete_to`]).
+    #[inline(always)]
+    fn succeed_to(
+        &self,
+        ck: CntrKind,
+        want: bool,
+        context: Context,
+        flags: CqFlags,
+        len: usize,
+        rd: Option<&mut Reader<'_, S>>,
+    ) {
         if let Some(c) = self.cntr(ck) {
             c.inc();
         }
         if want {
             if let Some(cq) = &self.bind.cq {
-                cq.complete(&Completion {
-                    context,
-                    flags,
-                    len,
-                    ..Completion::default()
-                });
+                cq.complete_to(
+                    &Completion {
+                        context,
+                        flags,
+                        len,
+                        ..Completion::default()
+                    },
+                    rd,
+                );
             }
         }
     }
