@@ -8,8 +8,9 @@
 //! marking this sender's busy lane of the segment and clearing it (plain stores; the
 //! segment's shared busy count, two locked instructions, where no lane is to be had),
 //! with the entry's state word rechecked in between (the handshake with the owner's
-//! withdrawal, see `mapped` and `lanes`). A cache miss reads the peer's directory (mapped read-only, once per peer
-//! process) and maps the segment (once per process, shared by all endpoints).
+//! withdrawal, see `mapped` and `lanes`). A cache miss reads the peer's directory
+//! (mapped read-only, once per peer process) and maps the segment (once per process,
+//! shared by all endpoints).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -19,6 +19,11 @@
 //! segments whose owner issues it ([`crate::segment::SegFile::fenced`]); everyone else
 //! counts. The loom tests model the barrier as a sequentially consistent fence on both
 //! sides.
+//!
+//! Lanes lie in memory every peer of the segment can write. Garbage there can only make
+//! a withdrawal wait (for at most `mapped::UNPUBLISH_WAIT`, as a stuck busy count does)
+//! or a claim pass a lane by; an initiator killed holding a lane leaves it claimed, and
+//! once all are, newcomers count.
 
 use std::sync::atomic::Ordering;
 

@@ -57,7 +57,7 @@ pub struct Tuning {
     /// receiver copies it straight from the caller's buffer while the send waits.
     pub rndv_min: usize,
     /// Fixed part of a rendezvous sender's wait for its receiver, before it stages the
-    /// payload after all (plus [`crate::rndv::WAIT_PER_MIB`] per MiB).
+    /// payload after all (plus `rndv::WAIT_PER_MIB` per MiB).
     pub rndv_wait: Duration,
 }
 
@@ -935,7 +935,7 @@ impl Transport for ShmEp {
     /// An atomic request in the short form ([`cell::ATOMIC`]) to a live peer, on the
     /// channel last sent on, with no spilled responses to flush first and room in the
     /// ring without rereading its head, is written here in one step
-    /// ([`ShmEp::send_atomic`]); everything else takes [`ShmEp::send_packet`].
+    /// (`ShmEp::send_atomic`); everything else takes `ShmEp::send_packet`.
     #[inline]
     fn send(
         &self,
@@ -953,7 +953,7 @@ impl Transport for ShmEp {
     /// A message small enough to travel compact and inline and not streamed, to a
     /// live peer, on the channel last sent on, with no spilled responses to flush
     /// first and room in the ring without rereading its head, is written here in one
-    /// step; everything else takes [`ShmEp::send_eager_slow`], which decides
+    /// step; everything else takes `ShmEp::send_eager_slow`, which decides
     /// exactly as before.
     #[inline(always)]
     fn send_eager(
@@ -1280,7 +1280,7 @@ impl Transport for ShmEp {
     }
 
     /// The write of [`direct`](Transport::direct) with its common case (the segment
-    /// written last) inline ([`direct::write`]).
+    /// written last) inline (`direct::write`).
     // Always inlined: the call's frame cost a fifth of an 8-byte put.
     #[inline(always)]
     fn direct_write(
