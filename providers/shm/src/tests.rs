@@ -859,19 +859,23 @@ impl fabric::provider::Sink<ShmPull> for OneAtATime<'_> {
 fn a_sated_reader_leaves_the_rest_of_a_ring_to_the_next_poll() {
     let (mut a, mut c, mut b) = (end(true), end(true), end(true));
     let to_b = resolve(&b);
-    for (from, base) in [(&mut a, 10), (&mut c, 20)] {
-        for i in 0..3u64 {
-            let m = Eager {
-                op: Op::Tagged,
-                rx_idx: 0,
-                tag: base + i,
-                data: None,
-                len: 8,
-            };
-            from.ep
-                .send_eager(&mut from.tx, &to_b, &m, &[&i.to_le_bytes()])
-                .unwrap();
-        }
+    // `a` sends compact packets, `c` packets with a full header (acknowledged ones).
+    for i in 0..3u64 {
+        let m = Eager {
+            op: Op::Tagged,
+            rx_idx: 0,
+            tag: 10 + i,
+            data: None,
+            len: 8,
+        };
+        a.ep.send_eager(&mut a.tx, &to_b, &m, &[&i.to_le_bytes()])
+            .unwrap();
+        let acked = Header {
+            flags: HDR_ACK,
+            req: i,
+            ..tagged(20 + i, 8)
+        };
+        send(&mut c, &to_b, &acked, &i.to_le_bytes()).unwrap();
     }
     let mut seen = Vec::new();
     for _ in 0..3 {

@@ -1085,6 +1085,20 @@ impl Transport for ShmEp {
         let mut n = 0;
         let mut stop = false;
         let ring = &rx.ring;
+        // A packet of `$k` cells is done with (delivered, or dropped as unsolicited):
+        // past it, and on to the next one unless the CQ read running this poll has all
+        // the entries it asked for (`Sink::sated`: the rest of this ring waits for the
+        // next poll, the other channels are still looked at).
+        macro_rules! done_with {
+            ($ch:ident, $k:expr) => {{
+                $ch.head += $k as u64;
+                n += 1;
+                if f.sated() {
+                    break;
+                }
+                continue;
+            }};
+        }
         for ch in rx.chans.iter_mut() {
             if ch.broken {
                 continue;
@@ -1106,14 +1120,7 @@ impl Transport for ShmEp {
                         stop = true;
                         break;
                     }
-                    ch.head += k as u64;
-                    n += 1;
-                    if f.sated() {
-                        // The reader has its entries: its caller gets them without
-                        // another look at this ring first.
-                        break;
-                    }
-                    continue;
+                    done_with!(ch, k);
                 }
                 let kind = cell::kind(w);
                 if kind == cell::RESPONSE {
@@ -1122,18 +1129,13 @@ impl Transport for ShmEp {
                         ch.broken = true;
                         break;
                     };
-                    if !solicited(sh, ch, resp.tx_idx, resp.req) {
-                        ch.head += k as u64;
-                        n += 1;
-                        continue;
-                    }
-                    if !f.response(&resp, &ch.src, payload) {
+                    if solicited(sh, ch, resp.tx_idx, resp.req)
+                        && !f.response(&resp, &ch.src, payload)
+                    {
                         stop = true;
                         break;
                     }
-                    ch.head += k as u64;
-                    n += 1;
-                    continue;
+                    done_with!(ch, k);
                 }
                 // Packets with their payload in the ring are handed on below: atomic
                 // requests without the generic parse, the rest through it.
@@ -1163,9 +1165,7 @@ impl Transport for ShmEp {
                                 stop = true;
                                 break;
                             }
-                            ch.head += k as u64;
-                            n += 1;
-                            continue;
+                            done_with!(ch, k);
                         }
                         Ok(Parsed::Large {
                             hdr,
@@ -1187,9 +1187,7 @@ impl Transport for ShmEp {
                                         .store(desc.gen, Ordering::Release),
                                     Err(_) => {}
                                 }
-                                ch.head += k as u64;
-                                n += 1;
-                                continue;
+                                done_with!(ch, k);
                             }
                             let consumed = match ShmPull::new(peer.clone(), &desc) {
                                 Ok(pull) => {
@@ -1216,9 +1214,7 @@ impl Transport for ShmEp {
                                 stop = true;
                                 break;
                             }
-                            ch.head += k as u64;
-                            n += 1;
-                            continue;
+                            done_with!(ch, k);
                         }
                         Err(_) => {
                             ch.broken = true;
@@ -1232,8 +1228,7 @@ impl Transport for ShmEp {
                     stop = true;
                     break;
                 }
-                ch.head += k as u64;
-                n += 1;
+                done_with!(ch, k);
             }
             if ch.head != ch.published {
                 r.head_of(&ch.at).store(ch.head, Ordering::Release);
