@@ -61,6 +61,12 @@ fn drain(e: &mut End) -> Vec<(Header, Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// Sends response `r` with `payload` from `from` to the endpoint named `to`.
+fn respond(from: &mut End, to: &[u8], r: &Response, payload: &[u8]) -> fabric::Result<()> {
+    from.ep
+        .respond(&mut from.tx, to, r, payload, crate::Shm::resolve)
+}
+
 fn tagged(tag: u64, len: usize) -> Header {
     Header {
         op: Op::Tagged as u8,
@@ -721,8 +727,7 @@ fn atomic_requests_and_responses_travel_short() {
             req: req.req,
             status,
         };
-        b.ep.respond(&mut b.tx, a.ep.name(), &r, old, crate::Shm::resolve)
-            .unwrap();
+        respond(&mut b, a.ep.name(), &r, old).unwrap();
         let got = drain(&mut a);
         assert_eq!(got.len(), 1);
         assert_eq!(
@@ -771,24 +776,10 @@ fn only_the_asked_peer_answers_once() {
         status: 0,
     };
     // The short form and the full header, from a peer that was not asked.
-    c.ep.respond(
-        &mut c.tx,
-        a.ep.name(),
-        &answer,
-        &[7; 8],
-        crate::Shm::resolve,
-    )
-    .unwrap();
+    respond(&mut c, a.ep.name(), &answer, &[7; 8]).unwrap();
     send(&mut c, &to_a, &answer.header(8), &[7; 8]).unwrap();
     assert!(drain(&mut a).is_empty(), "a forged answer got through");
-    b.ep.respond(
-        &mut b.tx,
-        a.ep.name(),
-        &answer,
-        &[9; 8],
-        crate::Shm::resolve,
-    )
-    .unwrap();
+    respond(&mut b, a.ep.name(), &answer, &[9; 8]).unwrap();
     let got = drain(&mut a);
     assert_eq!(got.len(), 1);
     assert_eq!(
@@ -796,14 +787,7 @@ fn only_the_asked_peer_answers_once() {
         (req.req, b.ep.name(), &[9u8; 8][..])
     );
     // A second answer from the right peer finds nothing pending.
-    b.ep.respond(
-        &mut b.tx,
-        a.ep.name(),
-        &answer,
-        &[9; 8],
-        crate::Shm::resolve,
-    )
-    .unwrap();
+    respond(&mut b, a.ep.name(), &answer, &[9; 8]).unwrap();
     assert!(drain(&mut a).is_empty(), "an answer was taken twice");
 }
 
