@@ -1406,7 +1406,6 @@ impl ShmRx {
         }
         self.last_check = now;
         let r = &self.shared.region;
-        let cells = r.geometry().cells as u64;
         let mut freed = false;
         for ch in &self.chans {
             let closing = r.chan_state(ch.c).load(Ordering::Acquire) == CH_CLOSING;
@@ -1418,7 +1417,6 @@ impl ShmRx {
             let off = r.cell_off(ch.c, ch.head);
             let ready = r.cell_word(off).load(Ordering::Acquire) as u32 == cell::stamp(ch.head);
             if !ready || ch.broken {
-                let _ = cells;
                 r.unclaim(ch.c);
                 freed = true;
             }
