@@ -16,9 +16,11 @@
 #   ROUNDS      rounds (5); each round runs every metric once per side, the side order
 #               rotating per round
 #   SIDES       comma list of ours,libfabric,ucx,floor (all)
-#   ONLY        regex on metric names (tag_lat_8, msg_lat_4096, tag_bw_1m, tag_bw_16m,
-#               tag_rate_8, rma_write_rate_8, rma_write_bw_1m, rma_write_lat_8,
-#               put_pingpong_lat_8, fadd_lat_8)
+#   ONLY        regex on metric names (tag_lat_8, msg_lat_4096, am_lat_4096, tag_bw_1m,
+#               tag_bw_16m, tag_rate_8, rma_write_rate_8, rma_write_bw_1m,
+#               rma_write_lat_8, put_pingpong_lat_8, fadd_lat_8). msg_lat_* and
+#               tag_lat_* compare with UCX's tag latency; am_lat_* runs our msg
+#               latency against ucp_am_lat, whose handler copies nothing out
 #   OURS_PROV   `-p` given to our tools (shm)
 #   SKIP_BUILD  1: do not run `cargo build --release --examples` first
 #   BEST_OF     k (1): run each slot k times back to back and keep the best value
