@@ -85,35 +85,40 @@ def lat_iters(size):
     return 5000 if size <= 4096 else 2000
 
 
+def pingpong_args(prov, mode, size):
+    """`-p prov -e rdm -m mode -I n -S size`: the options our pingpong and fi_pingpong share."""
+    return ["-p", prov, "-e", "rdm", "-m", mode, "-I", str(lat_iters(size)), "-S", str(size)]
+
+
+def ucx_lat(test, size):
+    """A ucx_perftest latency test over posix shared memory."""
+    return Spec("ucx", ["-t", test, "-s", str(size), "-n", str(lat_iters(size)), "-w", "500"],
+                "overall_lat", {"UCX_TLS": UCX_SMALL})
+
+
 def metrics():
     out = []
     for mode in ("tagged", "msg"):
         for size in (8, 64, 4096, 65536):
-            n = lat_iters(size)
-            pp = ["-p", "shm", "-e", "rdm", "-m", mode, "-I", str(n), "-S", str(size)]
-            ours_pp = ["-p", OURS_PROV, "-e", "rdm", "-m", mode, "-I", str(n), "-S", str(size)]
             # Both modes against UCX's tag latency, the reference of the latency targets:
             # like fi_recv and fi_trecv, ucp_tag_recv delivers into the caller's buffer.
             out.append(Metric(
                 f"{'tag' if mode == 'tagged' else 'msg'}_lat_{size}", "usec", True,
-                Spec("ours", ["pingpong"] + ours_pp, "usec_per_xfer"),
-                Spec("fi_pingpong", pp, "usec_per_xfer"),
-                Spec("ucx", ["-t", "tag_lat", "-s", str(size), "-n", str(n), "-w", "500"],
-                     "overall_lat", {"UCX_TLS": UCX_SMALL}),
+                Spec("ours", ["pingpong"] + pingpong_args(OURS_PROV, mode, size),
+                     "usec_per_xfer"),
+                Spec("fi_pingpong", pingpong_args("shm", mode, size), "usec_per_xfer"),
+                ucx_lat("tag_lat", size),
                 Spec("floor", ["-I", FLOOR_ITERS], "usec_per_xfer"),
             ))
     # Our untagged latency against UCX's active messages, for reference: ucp_am_lat's
     # handler is handed the message where it landed and copies nothing out, while a
     # receive delivers into its buffer, so the receiving core never pulls an AM's payload.
     for size in (8, 64, 4096, 65536):
-        n = lat_iters(size)
-        ours_pp = ["-p", OURS_PROV, "-e", "rdm", "-m", "msg", "-I", str(n), "-S", str(size)]
         out.append(Metric(
             f"am_lat_{size}", "usec", True,
-            Spec("ours", ["pingpong"] + ours_pp, "usec_per_xfer"),
+            Spec("ours", ["pingpong"] + pingpong_args(OURS_PROV, "msg", size), "usec_per_xfer"),
             None,
-            Spec("ucx", ["-t", "ucp_am_lat", "-s", str(size), "-n", str(n), "-w", "500"],
-                 "overall_lat", {"UCX_TLS": UCX_SMALL}),
+            ucx_lat("ucp_am_lat", size),
         ))
     # Tagged bandwidth: window 64 at 1 MiB, 16 at 16 MiB (the receive buffer is reused).
     for size, win, iters in ((MIB, 64, 640), (16 * MIB, 16, 64)):
