@@ -5,7 +5,8 @@
 # (about 0.026, 0.055 or 0.2 us, changing from one second to the next); measured next to
 # a latency it tells which placement state that measurement ran in.
 #
-#   benches/peers/line_floor.sh [-I iters]   # timed exchanges, default 50000
+#   benches/peers/line_floor.sh [-I iters] [-R cells] [-W steps]
+#                                            # timed exchanges, default 50000
 #   benches/peers/line_floor.sh --build      # only compile, print the binary's path
 #
 # The C program below is compiled once (needs cc) into $LINE_FLOOR_DIR (default:
@@ -15,8 +16,20 @@
 # cache lines between the cores. 1000 exchanges warm up untimed, then `iters` exchanges
 # run between two CLOCK_MONOTONIC reads in the parent.
 #
-# Output: one JSON line {"test":"line_floor","iters":..,"usec_per_xfer":..}, where
-# usec_per_xfer is the one-way time, elapsed / iters / 2, in microseconds.
+# -R cells (a power of two) exchanges messages the way the shm provider's small-message
+# lane does instead: two rings of `cells` 64-byte cells, one each way; a message is an
+# 8-byte tag and 8 bytes of payload stored into the next cell, then the cell's stamp word
+# (release); the receiver spins on its ring's next stamp, prefetches the cell after it,
+# reads tag and payload, publishes its head in a line of its own, and answers. It tells
+# what the provider's memory traffic costs next to the bare line floor.
+#
+# -W steps adds, on each side after each receipt, a chain of `steps` dependent
+# multiply-adds (about 4 cycles each on x86-64) before the answer: a stand-in for a
+# library's software of known length, to see how cycles on the path turn into latency.
+#
+# Output: one JSON line {"test":"line_floor","iters":..,"usec_per_xfer":..} ("ring_floor",
+# with "cells" and "work", under -R; "work" under -W), where usec_per_xfer is the one-way
+# time, elapsed / iters / 2, in microseconds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -87,6 +100,71 @@ static int wait_for(const uint64_t *p, uint64_t want, int (*alive)(void))
 	return 0;
 }
 
+/* One direction of the exchange: in line mode a single line, in ring mode (-R) a ring of
+ * cells and the line its receiver publishes its head in. */
+struct way {
+	uint8_t *cells;
+	uint64_t *head;
+};
+
+static uint64_t ring_mask; /* cells - 1 under -R; unused in line mode */
+static int ring_mode;
+static long work_steps;
+static volatile uint64_t work_sink;
+
+static uint8_t *cell(const struct way *w, uint64_t i)
+{
+	return w->cells + (size_t)(i & ring_mask) * LINE;
+}
+
+/* Message i on `w`: the line's value, or tag and payload into cell i, then its stamp. */
+static void send_msg(const struct way *w, uint64_t i)
+{
+	if (!ring_mode) {
+		store((uint64_t *)w->cells, i);
+		return;
+	}
+	uint8_t *c = cell(w, i);
+	uint64_t tag = 0x2a;
+	memcpy(c + 8, &tag, sizeof tag);
+	memcpy(c + 16, &i, sizeof i);
+	store((uint64_t *)c, i);
+}
+
+/* Waits for message i on `w`, then runs the -W chain. Returns 0, or -1 when `alive`
+ * reports the peer gone or the payload is not the one sent. */
+static int wait_msg(const struct way *w, uint64_t i, int (*alive)(void))
+{
+	uint64_t got = i;
+	if (!ring_mode) {
+		if (wait_for((const uint64_t *)w->cells, i, alive))
+			return -1;
+	} else {
+		const uint8_t *c = cell(w, i);
+		unsigned long spins = 0;
+		for (;;) {
+			uint64_t stamp = load((const uint64_t *)c);
+			__builtin_prefetch(cell(w, i + 1));
+			if (stamp == i)
+				break;
+			cpu_relax();
+			if (++spins % CHECK_EVERY == 0 && !alive())
+				return -1;
+		}
+		uint64_t tag;
+		memcpy(&tag, c + 8, sizeof tag);
+		memcpy(&got, c + 16, sizeof got);
+		store(w->head, i);
+		got += tag - 0x2a;
+	}
+	/* A chain the compiler cannot fold: each step needs the one before. */
+	uint64_t x = got;
+	for (long k = 0; k < work_steps; k++)
+		x = x * 0x9E3779B97F4A7C15ULL + (uint64_t)k;
+	work_sink = x;
+	return got == i ? 0 : -1;
+}
+
 static pid_t child_pid;
 static pid_t parent_pid;
 
@@ -112,26 +190,41 @@ static void fail_parent(const char *what)
 	exit(2);
 }
 
+/* Parses option `opt`'s argument as an integer in [lo, hi]; exits with a message if not. */
+static long parse_long(int opt, const char *arg, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "line_floor: bad -%c '%s' (an integer from %ld to %ld)\n", opt,
+			arg, lo, hi);
+		exit(1);
+	}
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	long iters = 50000;
+	long iters = 50000, cells = 0;
 	int c;
-	while ((c = getopt(argc, argv, "I:h")) != -1) {
+	while ((c = getopt(argc, argv, "I:R:W:h")) != -1) {
 		switch (c) {
-		case 'I': {
-			char *end;
-			errno = 0;
-			long v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 || v > INT64_MAX - WARMUP) {
-				fprintf(stderr, "line_floor: bad -I '%s' (a positive integer)\n",
-					optarg);
+		case 'I':
+			iters = parse_long(c, optarg, 1, INT64_MAX - WARMUP);
+			break;
+		case 'R':
+			cells = parse_long(c, optarg, 2, 1L << 20);
+			if (cells & (cells - 1)) {
+				fprintf(stderr, "line_floor: -R %ld is not a power of two\n", cells);
 				return 1;
 			}
-			iters = v;
 			break;
-		}
+		case 'W':
+			work_steps = parse_long(c, optarg, 0, 1000000);
+			break;
 		default:
-			fprintf(stderr, "usage: line_floor [-I iters]\n");
+			fprintf(stderr, "usage: line_floor [-I iters] [-R cells] [-W steps]\n");
 			return c == 'h' ? 0 : 1;
 		}
 	}
@@ -139,16 +232,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "line_floor: unexpected argument '%s'\n", argv[optind]);
 		return 1;
 	}
+	ring_mode = cells > 0;
+	ring_mask = ring_mode ? (uint64_t)cells - 1 : 0;
 
-	uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	/* The first page holds the two lines (line mode) or the two heads (ring mode), 64
+	 * bytes apart; the rings follow it. The mapping is zeroed and page-aligned, so each
+	 * starts lines of its own. */
+	size_t size = 4096 + (size_t)2 * (size_t)cells * LINE;
+	uint8_t *page = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			     -1, 0);
 	if (page == MAP_FAILED) {
 		perror("line_floor: mmap");
 		return 2;
 	}
-	/* The page is zeroed and page-aligned, so A and B start lines of their own. */
-	uint64_t *a = (uint64_t *)page;
-	uint64_t *b = (uint64_t *)(page + LINE);
+	struct way to_child = {page, (uint64_t *)page};
+	struct way to_parent = {page + LINE, (uint64_t *)(page + LINE)};
+	if (ring_mode) {
+		to_child.cells = page + 4096;
+		to_parent.cells = page + 4096 + (size_t)cells * LINE;
+	}
 	uint64_t total = (uint64_t)iters + WARMUP;
 
 	parent_pid = getpid();
@@ -164,9 +266,9 @@ int main(int argc, char **argv)
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || !parent_alive())
 			_exit(3);
 		for (uint64_t i = 1; i <= total; i++) {
-			if (wait_for(a, i, parent_alive))
+			if (wait_msg(&to_child, i, parent_alive))
 				_exit(3);
-			store(b, i);
+			send_msg(&to_parent, i);
 		}
 		_exit(0);
 	}
@@ -174,16 +276,16 @@ int main(int argc, char **argv)
 
 	uint64_t i = 1;
 	for (; i <= (uint64_t)WARMUP; i++) {
-		store(a, i);
-		if (wait_for(b, i, child_alive))
-			fail_parent("child process died");
+		send_msg(&to_child, i);
+		if (wait_msg(&to_parent, i, child_alive))
+			fail_parent("child process died or answered wrong");
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (; i <= total; i++) {
-		store(a, i);
-		if (wait_for(b, i, child_alive))
-			fail_parent("child process died");
+		send_msg(&to_child, i);
+		if (wait_msg(&to_parent, i, child_alive))
+			fail_parent("child process died or answered wrong");
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
@@ -193,8 +295,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
-	printf("{\"test\":\"line_floor\",\"iters\":%ld,\"usec_per_xfer\":%.5f}\n", iters,
-	       ns / (double)iters / 2.0 / 1000.0);
+	double usec = ns / (double)iters / 2.0 / 1000.0;
+	if (ring_mode)
+		printf("{\"test\":\"ring_floor\",\"iters\":%ld,\"cells\":%ld,\"work\":%ld,"
+		       "\"usec_per_xfer\":%.5f}\n",
+		       iters, cells, work_steps, usec);
+	else if (work_steps)
+		printf("{\"test\":\"line_floor\",\"iters\":%ld,\"work\":%ld,\"usec_per_xfer\":%.5f}\n",
+		       iters, work_steps, usec);
+	else
+		printf("{\"test\":\"line_floor\",\"iters\":%ld,\"usec_per_xfer\":%.5f}\n", iters,
+		       usec);
 	return 0;
 }
 // ---- line_floor.c end
