@@ -157,11 +157,13 @@ static int wait_msg(const struct way *w, uint64_t i, int (*alive)(void))
 		store(w->head, i);
 		got += tag - 0x2a;
 	}
-	/* A chain the compiler cannot fold: each step needs the one before. */
-	uint64_t x = got;
-	for (long k = 0; k < work_steps; k++)
-		x = x * 0x9E3779B97F4A7C15ULL + (uint64_t)k;
-	work_sink = x;
+	if (work_steps) {
+		/* A chain the compiler cannot fold: each step needs the one before. */
+		uint64_t x = got;
+		for (long k = 0; k < work_steps; k++)
+			x = x * 0x9E3779B97F4A7C15ULL + (uint64_t)k;
+		work_sink = x;
+	}
 	return got == i ? 0 : -1;
 }
 
