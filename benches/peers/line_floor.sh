@@ -88,11 +88,18 @@ static inline void store(uint64_t *p, uint64_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
-/* Spin until *p == want. Returns 0, or -1 when `alive` reports the peer gone. */
-static int wait_for(const uint64_t *p, uint64_t want, int (*alive)(void))
+/* Spin until *p == want, prefetching `next` (if not NULL) on every look. Returns 0, or -1
+ * when `alive` reports the peer gone. Inline, so the line mode's NULL costs no test. */
+static inline int wait_for(const uint64_t *p, uint64_t want, const void *next,
+			   int (*alive)(void))
 {
 	unsigned long spins = 0;
-	while (load(p) != want) {
+	for (;;) {
+		uint64_t v = load(p);
+		if (next)
+			__builtin_prefetch(next);
+		if (v == want)
+			break;
 		cpu_relax();
 		if (++spins % CHECK_EVERY == 0 && !alive())
 			return -1;
@@ -137,20 +144,12 @@ static int wait_msg(const struct way *w, uint64_t i, int (*alive)(void))
 {
 	uint64_t got = i;
 	if (!ring_mode) {
-		if (wait_for((const uint64_t *)w->cells, i, alive))
+		if (wait_for((const uint64_t *)w->cells, i, NULL, alive))
 			return -1;
 	} else {
 		const uint8_t *c = cell(w, i);
-		unsigned long spins = 0;
-		for (;;) {
-			uint64_t stamp = load((const uint64_t *)c);
-			__builtin_prefetch(cell(w, i + 1));
-			if (stamp == i)
-				break;
-			cpu_relax();
-			if (++spins % CHECK_EVERY == 0 && !alive())
-				return -1;
-		}
+		if (wait_for((const uint64_t *)c, i, cell(w, i + 1), alive))
+			return -1;
 		uint64_t tag;
 		memcpy(&tag, c + 8, sizeof tag);
 		memcpy(&got, c + 16, sizeof got);
