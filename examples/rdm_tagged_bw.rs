@@ -231,6 +231,7 @@ impl<P: Provider> Run<'_, P> {
                 self.watch.idle()?;
                 continue;
             }
+            self.watch.busy();
             for e in &entries[..n] {
                 received += 1;
                 since_ack += 1;

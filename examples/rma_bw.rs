@@ -542,6 +542,7 @@ fn serve<P: Provider>(o: &Objects<P>, watch: &Watch) -> Res<u64> {
             watch.idle()?;
             continue;
         }
+        watch.busy();
         for e in &entries[..n] {
             if e.flags.contains(CqFlags::REMOTE_CQ_DATA) {
                 writes += 1;

@@ -41,7 +41,9 @@ pub const DEFAULT_CTRL_PORT: u16 = 47592;
 pub const DEFAULT_SIZES: [usize; 6] = [64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20];
 /// How often a busy wait looks at the control connection and the parent process.
 const WATCH_PERIOD: Duration = Duration::from_millis(10);
-/// Idle CQ polls between two looks at the clock (and a `sched_yield`).
+/// Empty CQ polls in a row before a look at the clock (and a `sched_yield`), and
+/// between two such looks while the wait goes on. Counted from the last completion, so
+/// the short waits of a steady exchange (a few polls each) make no system call.
 const POLLS_PER_CHECK: u32 = 1024;
 /// How long a spawned server waits for its parent to connect.
 const SPAWNED_ACCEPT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -517,6 +519,7 @@ pub struct Watch {
     timeout: Option<Duration>,
     /// When the current stretch without completions was first noticed.
     idle_since: Cell<Option<Instant>>,
+    /// Empty polls since the last completion ([`Watch::busy`]).
     polls: Cell<u32>,
     last: Cell<Instant>,
 }
@@ -535,8 +538,9 @@ impl Watch {
         }
     }
 
-    /// Called once per empty CQ poll: spins, now and then yields and checks that the
-    /// peer is still there. `Err` when it is not.
+    /// Called once per empty CQ poll: spins; once a wait has lasted [`POLLS_PER_CHECK`]
+    /// polls, and every as many polls after, yields and checks that the peer is still
+    /// there. `Err` when it is not.
     #[inline]
     pub fn idle(&self) -> Res<()> {
         if let Some(s) = &self.stop {
@@ -560,6 +564,7 @@ impl Watch {
     #[inline]
     pub fn busy(&self) {
         self.idle_since.set(None);
+        self.polls.set(0);
     }
 
     #[cold]
@@ -1707,6 +1712,30 @@ mod tests {
             Watch::flag(stop).idle().unwrap_err().code,
             Error::Canceled.code()
         );
+    }
+
+    #[test]
+    fn watch_checks_only_once_a_wait_is_long() {
+        let l = TcpListener::bind(localhost(0, false)).unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let w = Ctrl::new(Stream::Tcp(c)).watch(None, None, None).unwrap();
+        drop(s);
+        // Waits shorter than a check's worth of polls, each ended by a completion, never
+        // look at the (closed) connection, however many of them there are.
+        for _ in 0..3 {
+            w.last.set(Instant::now() - WATCH_PERIOD);
+            for _ in 1..POLLS_PER_CHECK {
+                assert!(w.idle().is_ok());
+            }
+            w.busy();
+        }
+        // A wait that lasts that long does.
+        w.last.set(Instant::now() - WATCH_PERIOD);
+        for _ in 1..POLLS_PER_CHECK {
+            assert!(w.idle().is_ok());
+        }
+        assert_eq!(w.idle().unwrap_err().code, Error::ConnAborted.code());
     }
 
     #[test]
