@@ -981,8 +981,14 @@ fn no_direct_write_lands_after_withdrawal() {
                 }
             });
             let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
-            while u64_at(&mr, 0) != MARK {
+            // Bounded: a direct path that never delivers fails the test, not hangs it.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while u64_at(&mr, 0) != MARK && Instant::now() < deadline {
                 std::hint::spin_loop();
+            }
+            if u64_at(&mr, 0) != MARK {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round}: no direct write landed while the key was published");
             }
             drop(mr);
             seg.as_mut_slice().fill(round);

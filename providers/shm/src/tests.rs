@@ -226,8 +226,6 @@ fn still_delivers(b: &mut End, good: &mut End, to_b: &Arc<PeerRegion>) -> bool {
         .any(|g| g.0.tag == 42 && g.2 == [1, 2, 3] && g.1 == good.ep.name())
 }
 
-/// A peer that owns a channel writes arbitrary cells, stamps included: the receiver
-/// neither panics nor hangs, and other channels keep working.
 /// Forges `cells` into a channel of a fresh endpoint and polls it a few times, reading
 /// every payload handed on (`check` sees each header with its payload's length): that
 /// returns, never panics. Then whether the endpoint still takes a good sender's messages.
@@ -250,6 +248,8 @@ fn contained<'a>(
     still_delivers(&mut b, &mut good, &to_b)
 }
 
+/// A peer that owns a channel writes arbitrary cells, stamps included: the receiver
+/// neither panics nor hangs, and other channels keep working.
 #[test]
 fn garbage_in_a_channel_is_contained() {
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(64));
