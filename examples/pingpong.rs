@@ -333,6 +333,7 @@ impl<'o, P: Provider> Side<'o, P> {
 
     /// `pp_tx`/`pp_inject`: sends `size` bytes (a `-c` pattern while timing), then
     /// posts the receive [`Side::rx`] left owed.
+    #[inline(always)]
     fn tx(&mut self, size: usize, data: bool) -> Res<()> {
         if data && self.opts.check {
             fill(&mut self.tx[..size], self.tx_seq);
@@ -347,6 +348,7 @@ impl<'o, P: Provider> Side<'o, P> {
             common::post_retry(
                 self.watch,
                 if tagged { "fi_tinject" } else { "fi_inject" },
+                #[inline(always)]
                 || {
                     if tagged {
                         ep.tinject(buf, peer, TAG)
@@ -383,6 +385,7 @@ impl<'o, P: Provider> Side<'o, P> {
     /// answers only that send, so the post overlaps the message's flight instead of
     /// delaying the send, and an answer that did come first would wait, matched, in
     /// the unexpected queue (RDM delivers it either way).
+    #[inline(always)]
     fn rx(&mut self, size: usize, data: bool) -> Res<()> {
         let e = common::wait_one::<P>(&self.o.rxcq, self.watch, "receive")?;
         if e.len != size {

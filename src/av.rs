@@ -37,10 +37,14 @@ impl<S: Config> AvInner<S> {
         f: impl FnOnce(&Peer<S>, u32) -> Result<R>,
     ) -> Result<R> {
         let (base, rx) = addr.split_rx(self.rx_ctx_bits);
-        self.state.with(|st| {
-            let peer = st.table.get(base)?;
-            f(peer, rx)
-        })
+        // Forced inline, as the callers' `f`: the fast send path runs through here.
+        self.state.with(
+            #[inline(always)]
+            |st| {
+                let peer = st.table.get(base)?;
+                f(peer, rx)
+            },
+        )
     }
 
     /// The address of the peer with raw address `name`, for `FI_SOURCE`.

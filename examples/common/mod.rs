@@ -745,7 +745,7 @@ pub fn wait_n<P: Provider>(
 
 /// Retries `post` while it reports `FI_EAGAIN` (a full queue or a busy peer), running
 /// `drain` (which should read completions, freeing queue slots) between tries.
-#[inline]
+#[inline(always)]
 pub fn post_retry(
     watch: &Watch,
     name: &str,

@@ -285,10 +285,11 @@ impl Drop for ReadOnlyMapping {
     }
 }
 
-/// This process's id.
 /// Registers this process for `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` (once):
 /// a receiver arming its wake-up then makes our sends' stores visible with one call,
-/// so senders need no fence of their own. Whether it worked (Linux ≥ 4.16).
+/// so senders need no fence of their own. Whether it worked (Linux ≥ 4.16). Every send
+/// to another process asks, so the answer, once known, is read inline.
+#[inline]
 pub fn membarrier_registered() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OK.get_or_init(|| {
