@@ -28,6 +28,9 @@
 #               measured process, all sides alike. On a loaded 2-core box busy-polling
 #               pairs get preempted for milliseconds; rt makes the figures repeatable
 #               (RT throttling still leaves other processes 5% of each CPU)
+#   PLACEMENT   1: bracket every latency run (all sides) by two short floor readings and
+#               add a table of each side's medians per placement (fast, medium, slow),
+#               a run counting only where both of its readings agree
 #   VERBOSE     1: echo every command run
 #   RESULTS     JSON file for all values and commands (target/peers/shm_vs_peers.json)
 #

@@ -29,6 +29,9 @@ and keeps the best value, a filter against preemption by other load; all are kep
 PRIO (none | nice: `nice -n -10` | rt: `chrt -f 1`, applied alike to every measured
 process of every side; rt keeps busy-polling pairs from being preempted by other load,
 the kernel's RT throttling still leaves other processes 5% of each CPU),
+PLACEMENT (0; 1: every run of a latency metric, every side, is bracketed by two floor
+readings of 20000 iterations, and the report adds each side's median per
+placement, the run counted in a placement only when both of its readings fall in it),
 RESULTS (JSON file to write, default target/peers/shm_vs_peers.json), VERBOSE=1 (echo
 every command). `--list` prints the metric table with every side's exact command.
 """
@@ -50,6 +53,11 @@ OURS_PROV = os.environ.get("OURS_PROV", "shm")
 FI_PEER = os.path.join(HERE, "fi_peer.sh")
 LINE_FLOOR = os.path.join(HERE, "line_floor.sh")
 FLOOR_ITERS = "50000"
+# The bracketing readings of PLACEMENT=1: short, since there are two per run.
+PLACEMENT_ITERS = "20000"
+# Floor readings (one-way us) that mark the placements seen on this VM: about 0.026 (the
+# two vCPUs on one core's hyperthreads), 0.05 (two cores) and 0.2 (farther apart).
+PLACEMENTS = (("fast", 0.0, 0.04), ("medium", 0.04, 0.10), ("slow", 0.10, float("inf")))
 RUN_TIMEOUT = float(os.environ.get("RUN_TIMEOUT", "90"))
 VERBOSE = os.environ.get("VERBOSE") == "1"
 
@@ -79,6 +87,23 @@ class Metric:
         self.unit = unit
         self.lower_better = lower_better
         self.sides = {"ours": ours, "libfabric": libfabric, "ucx": ucx, "floor": floor}
+
+
+def placement(floor):
+    """The placement a floor reading (us) belongs to."""
+    for name, lo, hi in PLACEMENTS:
+        if lo <= floor < hi:
+            return name
+    return None
+
+
+def bracketed(before, after):
+    """The placement of a run between two floor readings: theirs when they agree, else
+    None (the placement changed during the run, or a reading failed)."""
+    if before is None or after is None:
+        return None
+    a, b = placement(before), placement(after)
+    return a if a == b else None
 
 
 def lat_iters(size):
@@ -571,6 +596,64 @@ def report(ms, results, errors, sides):
             print(f"  {m.name:<20} {s:<9} {shown}{extra}")
 
 
+def floor_reading():
+    """One short floor reading (us) for PLACEMENT=1, or None when it fails."""
+    try:
+        value, _ = measure(Spec("floor", ["-I", PLACEMENT_ITERS], "usec_per_xfer"))
+    except RunError as e:
+        print(f"  floor reading: {e}", file=sys.stderr)
+        return None
+    return value
+
+
+def by_placement(ms, placed):
+    """Per latency metric and placement: each side's runs there (count and median)."""
+    out = {}
+    for m in ms:
+        rows = {}
+        for name, _, _ in PLACEMENTS:
+            sides = {}
+            for s in ("ours", "libfabric", "ucx"):
+                vals = [v for v, where in placed[m.name][s] if where == name]
+                if vals:
+                    sides[s] = {"n": len(vals), "median": statistics.median(vals)}
+            if sides:
+                rows[name] = sides
+        if rows:
+            out[m.name] = rows
+    return out
+
+
+def report_placements(ms, placed, sides):
+    table = by_placement(ms, placed)
+    if not table:
+        return
+    print()
+    print("By placement (PLACEMENT=1): each run between two floor readings counts in the")
+    print("placement both readings fall in (" +
+          ", ".join(f"{n} {lo:g}-{hi:g} us" if hi != float("inf") else f"{n} from {lo:g} us"
+                    for n, lo, hi in PLACEMENTS) +
+          "), runs whose readings disagree in none; medians, [runs].")
+    head = ["metric", "placement", "ours", "libfabric", "UCX", "ours/libfabric", "ours/UCX"]
+    rows = []
+    for name, per in table.items():
+        for where, cells in per.items():
+            med = {s: cells[s]["median"] if s in cells else None
+                   for s in ("ours", "libfabric", "ucx")}
+            shown = {s: f"{fmt(cells[s]['median'])} [{cells[s]['n']}]" if s in cells
+                     else ("-" if s in sides else "skipped")
+                     for s in ("ours", "libfabric", "ucx")}
+            rows.append([name, where, shown["ours"], shown["libfabric"], shown["ucx"],
+                         ratio(med["ours"], med["libfabric"]), ratio(med["ours"], med["ucx"])])
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
+                                for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+    print(line(head))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+
+
 def main():
     ms = metrics()
     only = os.environ.get("ONLY")
@@ -601,6 +684,9 @@ def main():
         sys.exit("BEST_OF must be at least 1")
     load0 = os.getloadavg()
     results = {m.name: {s: [] for s in SIDE_NAMES} for m in ms}
+    place = os.environ.get("PLACEMENT", "0") == "1"
+    # Per latency metric and side: (kept value, placement or None) of each round.
+    placed = {m.name: {s: [] for s in SIDE_NAMES} for m in ms}
     errors = {m.name: {} for m in ms}
     records = []
     start = time.monotonic()
@@ -612,7 +698,10 @@ def main():
                 spec = m.sides[s]
                 if spec is None:
                     continue
+                bracket = place and s != "floor" and m.sides["floor"] is not None
                 tries = []
+                # PLACEMENT: the reading after one try is the reading before the next.
+                before = floor_reading() if bracket else None
                 for _ in range(best_of):
                     try:
                         value, raw = measure(spec)
@@ -621,13 +710,21 @@ def main():
                         if str(e) != "not built":
                             print(f"  {m.name} {s}: {e}", file=sys.stderr)
                         break
-                    tries.append(value)
-                    records.append({"round": r + 1, "metric": m.name, "side": s,
-                                    "value": value, "raw": raw,
-                                    "loadavg": os.getloadavg()[0],
-                                    "command": describe(spec, "PORT")})
+                    after = floor_reading() if bracket else None
+                    tries.append((value, bracketed(before, after)))
+                    rec = {"round": r + 1, "metric": m.name, "side": s, "value": value,
+                           "raw": raw, "loadavg": os.getloadavg()[0],
+                           "command": describe(spec, "PORT")}
+                    if bracket:
+                        rec["floor_before"], rec["floor_after"] = before, after
+                    records.append(rec)
+                    before = after
                 if tries:
-                    results[m.name][s].append(min(tries) if m.lower_better else max(tries))
+                    pick = min if m.lower_better else max
+                    value, where = pick(tries, key=lambda t: t[0])
+                    results[m.name][s].append(value)
+                    if bracket:
+                        placed[m.name][s].append((value, where))
                 else:
                     results[m.name][s].append(None)
     elapsed = time.monotonic() - start
@@ -635,6 +732,8 @@ def main():
         if "ours" in sides and errors[m.name].get("ours") == "not built":
             print(f"{m.name}: ours: not built ({m.sides['ours'].args[0]})")
     report(ms, results, errors, sides)
+    if place:
+        report_placements(ms, placed, sides)
     load1 = os.getloadavg()
     print(f"\n{rounds} rounds (best of {best_of} per slot, PRIO={os.environ.get('PRIO', 'none')}) "
           f"in {elapsed:.0f}s; "
@@ -648,6 +747,7 @@ def main():
                    "medians": {m.name: {s: median(results[m.name][s]) for s in SIDE_NAMES}
                                for m in ms},
                    "paired_over_ucx": paired_ratios(ms, results),
+                   "by_placement": by_placement(ms, placed) if place else None,
                    "commands": {m.name: {s: describe(m.sides[s], "PORT") for s in SIDE_NAMES}
                                 for m in ms}}, f, indent=1)
     print(f"results: {path}")
