@@ -544,6 +544,18 @@ def paired_ratios(ms, results):
     return out
 
 
+def print_table(head, rows):
+    """A text table: the first two columns left-aligned, the rest right-aligned."""
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    # rstrip: a blank last cell (a metric without a floor) leaves no trailing spaces.
+    line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
+                                for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+    print(line(head))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+
+
 def report(ms, results, errors, sides):
     print()
     print("Medians over rounds (MB/s = 10^6 B/s; usec lower is better, rates higher).")
@@ -569,14 +581,7 @@ def report(ms, results, errors, sides):
         rows.append([m.name, m.unit, cells["ours"], cells["libfabric"], cells["ucx"],
                      ratio(med["ours"], med["libfabric"]), ratio(med["ours"], med["ucx"]),
                      cells["floor"]])
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    # rstrip: a blank floor cell (a metric without one) leaves no trailing spaces.
-    line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
-                                for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-    print(line(head))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
+    print_table(head, rows)
     paired = paired_ratios(ms, results) if {"ours", "ucx"} <= set(sides) else {}
     if paired:
         print()
@@ -645,13 +650,7 @@ def report_placements(ms, placed, sides):
                      for s in ("ours", "libfabric", "ucx")}
             rows.append([name, where, shown["ours"], shown["libfabric"], shown["ucx"],
                          ratio(med["ours"], med["libfabric"]), ratio(med["ours"], med["ucx"])])
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    line = lambda r: " | ".join(c.rjust(w) if i > 1 else c.ljust(w)
-                                for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-    print(line(head))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
+    print_table(head, rows)
 
 
 def main():
