@@ -333,6 +333,7 @@ impl<'o, P: Provider> Side<'o, P> {
 
     /// `pp_tx`/`pp_inject`: sends `size` bytes (a `-c` pattern while timing), then
     /// posts the receive [`Side::rx`] left owed.
+    // Inlined, as `rx`: the timed loop keeps one frame from receipt to the next send.
     #[inline(always)]
     fn tx(&mut self, size: usize, data: bool) -> Res<()> {
         if data && self.opts.check {

@@ -161,8 +161,10 @@ impl<S: Config> EpInner<S> {
         flags: OpFlags,
     ) -> Option<Result<()>> {
         let tx = self.tx.get(txi)?;
-        // Forced inline: left to itself the compiler makes this body a function of its
-        // own, whose call, frame and spills were a tenth of a two-process `fi_tinject`.
+        // This closure and the two nested in it are forced inline: left to itself, the
+        // compiler made each a function of its own in a two-process `pingpong`, and
+        // their calls, frames and spills were about 100 of the 1001 instructions of an
+        // 8-byte round trip (callgrind).
         tx.state.with(
             #[inline(always)]
             |st| {
