@@ -15,7 +15,9 @@
 //! sender copies the [`FIRST`] bytes, sends the packet, then copies the rest a chunk at
 //! a time, publishing each; the receiver copies out behind it, so the two copies
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
-//! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`.
+//! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`. The sender writes a
+//! staging file with ordinary stores or with stores that bypass its cache, whichever
+//! its recent copies say suits where the receiver runs (see [`crate::bypass`]).
 //!
 //! Payloads sent by rendezvous (see `rndv`), and medium ones streamed through the ring
 //! (see [`crate::cell::STREAM`]), are read by the same [`ShmPull`].
@@ -31,6 +33,7 @@ use std::sync::Arc;
 
 use fabric::{Error, Pull, Result};
 
+use crate::bypass::{self, Chooser, Stores};
 use crate::cell::{Desc, STREAM_BODY, STREAM_PROGRESS};
 use crate::name::NAME_LEN;
 use crate::peer::PeerRegion;
@@ -101,6 +104,8 @@ pub struct Stage {
     slots: Vec<Slot>,
     /// Bytes staged privately.
     used: usize,
+    /// How payloads are copied into the files.
+    chooser: Chooser,
 }
 
 impl Stage {
@@ -130,6 +135,7 @@ impl Stage {
             cma,
             slots,
             used: 0,
+            chooser: Chooser::default(),
         })
     }
 
@@ -170,7 +176,8 @@ impl Stage {
                 let map = &self.files[f].as_ref().ok_or(Error::NoMem)?.map;
                 let at = off + PROGRESS;
                 let first = len.min(FIRST);
-                copy_range(map, at, parts, 0, first);
+                let how = self.chooser.pick(len - first);
+                copy_range(map, at, parts, 0, first, how);
                 // Before the packet: its receiver sees at least the first chunk.
                 map.word(off).store(first as u64, Ordering::Release);
                 let mode = if f == 0 {
@@ -183,6 +190,7 @@ impl Stage {
                     at,
                     from: first,
                     len,
+                    how,
                 });
                 (at as u64, mode, rest)
             }
@@ -207,18 +215,21 @@ impl Stage {
     /// Copies the rest of a payload that [`Self::stage`] began, a [`CHUNK`] at a time,
     /// publishing each in the payload's progress word for the receiver copying out
     /// behind. Called once the packet that describes the payload is out.
-    pub fn fill(&self, rest: Fill, parts: &[&[u8]]) {
+    pub fn fill(&mut self, rest: Fill, parts: &[&[u8]]) {
         let Some(file) = &self.files[rest.file] else {
             return;
         };
         let progress = file.map.word(rest.at - PROGRESS);
+        let start = bypass::ticks();
         let mut done = rest.from;
         while done < rest.len {
             let next = (done + CHUNK).min(rest.len);
-            copy_range(&file.map, rest.at, parts, done, next);
+            copy_range(&file.map, rest.at, parts, done, next, rest.how);
             progress.store(next as u64, Ordering::Release);
             done = next;
         }
+        let took = bypass::ticks().wrapping_sub(start);
+        self.chooser.record(rest.how, rest.len - rest.from, took);
     }
 
     /// Where a payload of `len` bytes goes: (slot, staging file or private, offset of
@@ -306,17 +317,38 @@ pub struct Fill {
     /// Bytes already copied.
     from: usize,
     len: usize,
+    /// How the payload is copied.
+    how: Stores,
+}
+
+impl Fill {
+    /// How the payload is copied.
+    #[cfg(test)]
+    pub fn stores(&self) -> Stores {
+        self.how
+    }
 }
 
 /// Copies bytes `from..to` of the payload `parts` (split anywhere) to `at + from` in
-/// `map`.
-pub(crate) fn copy_range(map: &Mapping, at: usize, parts: &[&[u8]], from: usize, to: usize) {
+/// `map`, with the stores `how` says.
+pub(crate) fn copy_range(
+    map: &Mapping,
+    at: usize,
+    parts: &[&[u8]],
+    from: usize,
+    to: usize,
+    how: Stores,
+) {
     let mut start = 0;
     for p in parts {
         let end = start + p.len();
         let (a, b) = (start.max(from), end.min(to));
         if a < b {
-            map.copy_in(at + a, &p[a - start..b - start]);
+            let (off, src) = (at + a, &p[a - start..b - start]);
+            match how {
+                Stores::Plain => map.copy_in(off, src),
+                Stores::Bypass => map.copy_in_bypass(off, src),
+            }
         }
         start = end;
     }

@@ -161,6 +161,15 @@ impl Mapping {
         unsafe { fabric::mem::copy_bytes(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
+    /// Copies `src` into the mapping at `off` with stores that bypass this core's cache
+    /// where the target has them (see [`crate::bypass`]), fenced before any later store.
+    #[inline]
+    pub fn copy_in_bypass(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.len && src.len() <= self.len - off);
+        // SAFETY: as for `copy_in`.
+        unsafe { crate::bypass::copy(src.as_ptr(), self.ptr().add(off), src.len()) };
+    }
+
     /// A packet of `len` bytes at `off` (a multiple of 8, `len` at least 8), written
     /// front to back after its first word, which [`Packet::publish`] stores last. The
     /// bounds are checked here once: a packet written in several pieces pays for one

@@ -23,6 +23,7 @@ use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
+use crate::bypass::Stores;
 use crate::cell::{self, Parsed};
 use crate::direct::{self, TxDirect};
 use crate::name::{Name, NAME_LEN};
@@ -801,7 +802,7 @@ fn write_stream(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Re
     let body = off + cell::STREAM_BODY;
     let progress = r.cell_word(off + cell::STREAM_PROGRESS);
     let first = STREAM_FIRST.min(m.len);
-    crate::stage::copy_range(r.mapping(), body, parts, 0, first);
+    crate::stage::copy_range(r.mapping(), body, parts, 0, first, Stores::Plain);
     progress.store(first as u64, Ordering::Relaxed);
     let w = cell::word_stream(pos, m.op, m.data.is_some(), m.len);
     r.cell_word(off).store(w, Ordering::Release);
@@ -809,7 +810,7 @@ fn write_stream(ch: &mut TxChan, m: &Eager, parts: &[&[u8]], reserve: u64) -> Re
     let mut done = first;
     while done < m.len {
         let next = (done + STREAM_CHUNK).min(m.len);
-        crate::stage::copy_range(r.mapping(), body, parts, done, next);
+        crate::stage::copy_range(r.mapping(), body, parts, done, next, Stores::Plain);
         progress.store(next as u64, Ordering::Release);
         done = next;
     }
