@@ -310,8 +310,8 @@ fn staged_payload_reads_are_bounds_checked() {
 
 /// A payload staged in a file goes out after its first chunk; a read of what the
 /// sender has not copied yet waits for it (and a read of the first chunk does not).
-/// The parts split the payload at odd places. The first two payloads are copied with
-/// either kind of stores (each is tried before it is measured).
+/// The parts split the payload at odd places. The first four payloads are copied with
+/// either kind of stores (each is tried twice before it is measured).
 #[test]
 fn file_staged_payloads_are_read_while_the_sender_copies() {
     use crate::bypass::{self, Stores};
@@ -325,7 +325,7 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
         let mut stage = Stage::new(region, cma).unwrap();
         let sender = resolve(&a);
         let mut kinds = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
             let rest = rest.expect("a payload of several chunks is filled in later");
             kinds.push(rest.stores());
