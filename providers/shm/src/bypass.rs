@@ -209,7 +209,10 @@ mod tests {
         // Near: ordinary stores cost the sender a little more, and are kept.
         let near = |how| if how == Stores::Plain { 180 } else { 130 };
         let seen = run(&mut c, 10 * PROBE, near);
-        assert!((10..=12).contains(&seen[Stores::Bypass as usize]), "{seen:?}");
+        assert!(
+            (10..=12).contains(&seen[Stores::Bypass as usize]),
+            "{seen:?}"
+        );
         assert_eq!(c.usual, Stores::Plain);
         // Across dies ordinary stores cost four times as much: within two measured
         // copies the chooser turns, then tries ordinary stores once per PROBE.
