@@ -8,9 +8,9 @@
 //! cache to the other's on request, slowly and a few at a time, and it becomes faster
 //! to write the payload to memory with non-temporal stores and let the receiver stream
 //! it back from there. Measured on this project's test machine (2-vCPU VM, AMD Zen 3),
-//! 64 KiB handed from one core to the other took about 5 us either way between cores
-//! sharing a cache, and 15-20 us with ordinary stores against 6 us with non-temporal
-//! ones across dies.
+//! 64 KiB handed from one core to the other took 4-6 us with ordinary stores and 5-6.5
+//! us with non-temporal ones between cores sharing a cache, and 13-20 us with ordinary
+//! stores against 5.5-7.5 us with non-temporal ones across dies.
 //!
 //! The two cases are told apart by what the sender sees of its own copies: across
 //! dies, ordinary stores to lines the receiver last read are several times slower than
@@ -90,8 +90,8 @@ pub const PROBE: u32 = 256;
 /// Ordinary stores give way to non-temporal ones when they cost the sender more than
 /// `ENTER` halves of what these cost, and come back below `LEAVE` halves. Near,
 /// ordinary copies are the better even where they cost the sender somewhat more (the
-/// receiver then reads from a cache rather than from memory): measured near, 0.8-1.6
-/// times the cost of non-temporal copies, across dies 3-5 times.
+/// receiver then reads from a cache rather than from memory): measured near, 0.5-1.6
+/// times the cost of non-temporal copies, across dies about 3-5 times.
 const ENTER: u64 = 5;
 const LEAVE: u64 = 4;
 
@@ -134,7 +134,7 @@ impl Chooser {
     /// Records that a copy of `bytes` bytes of kind `how` took `ticks` clock units.
     #[inline]
     pub fn record(&mut self, how: Stores, bytes: usize, ticks: u64) {
-        if bytes < MEASURE_MIN {
+        if !AVAILABLE || bytes < MEASURE_MIN {
             return;
         }
         let per_kib = (ticks.saturating_mul(1024) / bytes as u64).max(1);
