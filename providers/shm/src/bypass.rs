@@ -12,14 +12,11 @@
 //! us with non-temporal ones between cores sharing a cache, and 13-20 us with ordinary
 //! stores against 5.5-7.5 us with non-temporal ones across dies.
 //!
-//! The two cases are told apart by what the copies cost: the sender times its copy in,
-//! the receiver its copy out and reports it back (see `stage`). Per KiB, medians
-//! measured in 64 KiB ping-pongs: near, ordinary stores about 80-115 clock units (TSC)
-//! to copy in and 70-105 to copy out, non-temporal ones 120-145 and 150-210; across
-//! dies, ordinary stores 250-620 in and 170-230 out, non-temporal ones 115-135 and
-//! 145-180. [`Chooser`] keeps the recent cost of each kind, uses the cheaper by the
-//! rule of [`ENTER`] and [`LEAVE`] and tries the other now and then, so it follows a
-//! placement that changes.
+//! The two cases are told apart by what the sender sees of its own copies: across
+//! dies, ordinary stores to lines the receiver last read are several times slower than
+//! non-temporal ones; near, about as fast. [`Chooser`] keeps the recent cost of each
+//! kind, uses the cheaper by that rule and tries the other now and then, so it follows
+//! a placement that changes.
 #![allow(unsafe_code)]
 
 /// How a payload is copied into a staging file.
@@ -91,16 +88,13 @@ pub const MEASURE_MIN: usize = 8 << 10;
 /// at 64 KiB); a change of placement shows within this many payloads when bypassing,
 /// at once otherwise (every ordinary copy is measured).
 pub const PROBE: u32 = 256;
-/// Measured payloads first copied with non-temporal stores, until their cost is known:
-/// a few, as the costs come back only once receivers copied them out (and may not: a
-/// receive that discards the payload reports nothing).
-pub const TRIES: u32 = 4;
-/// Ordinary stores give way to non-temporal ones when they cost both sides together
-/// more than `ENTER` quarters of what these cost, and come back below `LEAVE`
-/// quarters: measured (see above), near about 0.6 times, across dies 1.6-3 times.
-pub const ENTER: u64 = 5;
-/// See [`ENTER`].
-pub const LEAVE: u64 = 4;
+/// Ordinary stores give way to non-temporal ones when they cost the sender more than
+/// `ENTER` halves of what these cost, and come back below `LEAVE` halves. Near,
+/// ordinary copies are the better even where they cost the sender somewhat more (the
+/// receiver then reads from a cache rather than from memory): measured near, 0.5-1.6
+/// times the cost of non-temporal copies, across dies about 3-5 times.
+const ENTER: u64 = 5;
+const LEAVE: u64 = 4;
 
 /// Picks how to copy each staged payload from the recent cost of either kind of copy
 /// (see the module documentation).
@@ -109,7 +103,7 @@ pub struct Chooser {
     /// Per kind (`Plain`, `Bypass`), the costs of its last two measured copies, in
     /// clock units per KiB; 0 for none yet.
     cost: [[u64; 2]; 2],
-    /// Measured payloads picked for.
+    /// Payloads picked for.
     n: u32,
     /// The kind used but when probing.
     usual: Stores,
@@ -117,9 +111,9 @@ pub struct Chooser {
 
 impl Chooser {
     /// The kind of copy for the next payload, of which `measured` bytes will be timed
-    /// and [recorded](Self::record) (0 when it will not be): ordinary stores, but
-    /// non-temporal ones for the first [`TRIES`] measured payloads, and the kind not in
-    /// use every [`PROBE`]th measured payload.
+    /// and [recorded](Self::record): a kind not measured twice yet is tried first, and the
+    /// other kind every [`PROBE`]th payload, but only on a payload whose copy says
+    /// something of its cost.
     #[inline]
     pub fn pick(&mut self, measured: usize) -> Stores {
         let usual = self.usual;
@@ -131,21 +125,20 @@ impl Chooser {
             Stores::Plain => Stores::Bypass,
             Stores::Bypass => Stores::Plain,
         };
-        let trying = self.n <= TRIES && self.estimate(other) == 0;
-        if trying || self.n.is_multiple_of(PROBE) {
+        if self.estimate(other) == 0 || self.n.is_multiple_of(PROBE) {
             other
         } else {
             usual
         }
     }
 
-    /// Records that a payload copied with stores `how` cost `per_kib` clock units per
-    /// KiB (see [`per_kib`]), both sides' copies together.
+    /// Records that a copy of `bytes` bytes of kind `how` took `ticks` clock units.
     #[inline]
-    pub fn record(&mut self, how: Stores, per_kib: u64) {
-        if !AVAILABLE || per_kib == 0 {
+    pub fn record(&mut self, how: Stores, bytes: usize, ticks: u64) {
+        if !AVAILABLE || bytes < MEASURE_MIN {
             return;
         }
+        let per_kib = (ticks.saturating_mul(1024) / bytes as u64).max(1);
         let c = &mut self.cost[how as usize];
         *c = [c[1], per_kib];
         let (plain, bypass) = (self.estimate(Stores::Plain), self.estimate(Stores::Bypass));
@@ -154,7 +147,7 @@ impl Chooser {
                 Stores::Plain => ENTER,
                 Stores::Bypass => LEAVE,
             };
-            self.usual = if plain * 4 > bypass * limit {
+            self.usual = if plain * 2 > bypass * limit {
                 Stores::Bypass
             } else {
                 Stores::Plain
@@ -162,28 +155,15 @@ impl Chooser {
         }
     }
 
-    /// The recent cost of either kind (`Plain`, `Bypass`), 0 before it was measured
-    /// twice.
-    #[cfg(test)]
-    pub fn costs(&self) -> [u64; 2] {
-        [self.estimate(Stores::Plain), self.estimate(Stores::Bypass)]
-    }
-
     /// A kind's recent cost: the lower of its last two (a copy that was interrupted or
-    /// took page faults only ever reads high), 0 before it was measured twice.
+    /// took page faults only ever reads high; the first into a fresh staging file
+    /// does), 0 before it was measured twice.
     fn estimate(&self, how: Stores) -> u64 {
         match self.cost[how as usize] {
             [0, _] => 0,
             [a, b] => a.min(b),
         }
     }
-}
-
-/// The cost per KiB of a copy of `bytes` bytes that took `ticks` clock units
-/// ([`ticks`]), if it is long enough to say something of its stores ([`MEASURE_MIN`]).
-#[inline]
-pub fn per_kib(bytes: usize, ticks: u64) -> Option<u64> {
-    (AVAILABLE && bytes >= MEASURE_MIN).then(|| (ticks.saturating_mul(1024) / bytes as u64).max(1))
 }
 
 /// A clock for [`Chooser::record`]: cheap, monotonic within a thread, any unit.
@@ -209,14 +189,14 @@ pub fn ticks() -> u64 {
 mod tests {
     use super::*;
 
-    /// Picks `n` payloads, each costing what `cost` says of its kind; returns how many
-    /// went each way.
+    /// Picks `n` payloads of 64 KiB, each costing what `cost` says of its kind;
+    /// returns how many went each way.
     fn run(c: &mut Chooser, n: u32, cost: impl Fn(Stores) -> u64) -> [u32; 2] {
         let mut seen = [0; 2];
         for _ in 0..n {
             let how = c.pick(64 << 10);
             seen[how as usize] += 1;
-            c.record(how, cost(how));
+            c.record(how, 64 << 10, cost(how) * 64);
         }
         seen
     }
@@ -227,24 +207,24 @@ mod tests {
             return;
         }
         let mut c = Chooser::default();
-        // Near: ordinary stores cost both sides less, and are kept.
-        let near = |how| if how == Stores::Plain { 200 } else { 330 };
+        // Near: ordinary stores cost the sender a little more, and are kept.
+        let near = |how| if how == Stores::Plain { 180 } else { 130 };
         let seen = run(&mut c, 10 * PROBE, near);
         assert!(
             (10..=12).contains(&seen[Stores::Bypass as usize]),
             "{seen:?}"
         );
         assert_eq!(c.usual, Stores::Plain);
-        // Across dies ordinary stores cost more than twice as much: within two measured
+        // Across dies ordinary stores cost four times as much: within two measured
         // copies the chooser turns, then tries ordinary stores once per PROBE.
-        let far = |how| if how == Stores::Plain { 700 } else { 300 };
+        let far = |how| if how == Stores::Plain { 600 } else { 140 };
         let seen = run(&mut c, 2, far);
         assert_eq!(seen[Stores::Plain as usize], 2);
         assert_eq!(c.usual, Stores::Bypass);
         let seen = run(&mut c, 10 * PROBE, far);
         assert!((9..=11).contains(&seen[Stores::Plain as usize]), "{seen:?}");
         // Between the two limits, the kind in use stays.
-        let between = |how| if how == Stores::Plain { 340 } else { 300 };
+        let between = |how| if how == Stores::Plain { 310 } else { 140 };
         run(&mut c, 3 * PROBE, between);
         assert_eq!(c.usual, Stores::Bypass);
         // Near again: the next probe of ordinary stores turns it back.
@@ -256,56 +236,34 @@ mod tests {
     }
 
     #[test]
-    fn chooser_tries_non_temporal_stores_first_and_ignores_a_single_slow_copy() {
+    fn chooser_tries_each_kind_first_and_ignores_a_single_slow_copy() {
         if !AVAILABLE {
             return;
         }
         let mut c = Chooser::default();
-        // Non-temporal stores are tried until measured twice; an interrupted copy
-        // reads high once.
+        // Each kind is tried twice before anything is decided: the first copy into a
+        // fresh staging file takes its page faults and reads high.
         let mut kinds = Vec::new();
-        for cost in [3000, 300, 200, 210] {
+        for cost in [3000, 140, 150, 150] {
             let how = c.pick(64 << 10);
             kinds.push(how);
-            c.record(how, cost);
+            c.record(how, 64 << 10, cost * 64);
         }
         assert_eq!(
             kinds,
             [Stores::Bypass, Stores::Bypass, Stores::Plain, Stores::Plain]
         );
         assert_eq!(c.usual, Stores::Plain);
-        c.record(Stores::Plain, 5000);
+        // An interrupted copy reads high once: the lower of the last two wins.
+        c.record(Stores::Plain, 64 << 10, 5000 * 64);
         assert_eq!(c.usual, Stores::Plain);
         // Copies too short to measure neither probe nor count.
         let n = c.n;
         for _ in 0..3 * PROBE {
             assert_eq!(c.pick(MEASURE_MIN - 1), Stores::Plain);
+            c.record(Stores::Bypass, MEASURE_MIN - 1, 1);
         }
         assert_eq!((c.n, c.usual), (n, Stores::Plain));
-    }
-
-    #[test]
-    fn chooser_tries_only_a_few_payloads_while_no_cost_comes_back() {
-        if !AVAILABLE {
-            return;
-        }
-        // Receivers that report nothing (payloads discarded) leave ordinary stores in
-        // use but for TRIES payloads and the probes.
-        let mut c = Chooser::default();
-        let kinds: Vec<Stores> = (0..2 * PROBE).map(|_| c.pick(64 << 10)).collect();
-        let bypass = |k: &[Stores]| k.iter().filter(|&&k| k == Stores::Bypass).count();
-        assert_eq!(bypass(&kinds[..TRIES as usize]), TRIES as usize);
-        assert_eq!(bypass(&kinds), TRIES as usize + 2);
-        assert_eq!(c.usual, Stores::Plain);
-    }
-
-    #[test]
-    fn per_kib_measures_only_long_copies() {
-        assert_eq!(per_kib(MEASURE_MIN - 1, 1000), None);
-        if AVAILABLE {
-            assert_eq!(per_kib(64 << 10, 6400), Some(100));
-            assert_eq!(per_kib(64 << 10, 0), Some(1));
-        }
     }
 
     #[test]

@@ -21,10 +21,9 @@
 //! that with `process_vm_readv` from the sender's private memory (or, where the kernel
 //! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). A sender
 //! writes its staging files with non-temporal stores instead of ordinary ones while
-//! the copies on both sides (the sender times its own, the receiver reports its) show
-//! that the receiver's core does not share its cache (cores on two dies): the receiver
-//! then streams the payload from memory instead of pulling every line from the other
-//! die's cache, which is several times slower. Matching,
+//! its own copies show that the receiver's core does not share its cache (cores on two
+//! dies): the receiver then streams the payload from memory instead of pulling every
+//! line from the other die's cache, which is several times slower. Matching,
 //! RMA and atomics against the MR table (checked on the target), completions and
 //! counters are the core's.
 //!

@@ -17,12 +17,7 @@
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
 //! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`. The sender writes a
 //! staging file with ordinary stores or with stores that bypass its cache, whichever
-//! recent copies say suits where the receiver runs (see [`crate::bypass`]): it times
-//! its own copy in, and the receiver reports what copying out cost it in the payload's
-//! line before releasing the slot.
-//!
-//! Payloads up to a [`WINDOW`] go round the start of the near file, each after the
-//! last; bigger ones, and any while the window is full, take the first fit.
+//! its recent copies say suits where the receiver runs (see [`crate::bypass`]).
 //!
 //! Payloads sent by rendezvous (see `rndv`), and medium ones streamed through the ring
 //! (see [`crate::cell::STREAM`]), are read by the same [`ShmPull`].
@@ -65,18 +60,9 @@ pub const FIRST: usize = 8 << 10;
 /// The pieces after the [`FIRST`], each published once copied: larger, so the receiver
 /// that caught up waits on fewer boundaries.
 pub const CHUNK: usize = 16 << 10;
-/// Bytes before each payload in a staging file: the line of its progress word (the
-/// count of payload bytes copied so far, written by the sender) and its cost word (what
-/// copying it out cost the receiver, see [`Stage::reclaim`]).
-pub(crate) const PROGRESS: usize = 64;
-/// Offset of the cost word in the progress line.
-const COST: usize = 8;
-/// Bytes at the start of the near staging file that payloads go round in turn (each
-/// after the last, back to the start when the next one does not fit), before the rest
-/// of the file is searched from its start: a payload then goes to lines neither core
-/// touched for a few payloads, which the receiver copies out faster than lines it just
-/// read (the sender's stores must take them back from its cache first).
-pub(crate) const WINDOW: usize = 512 << 10;
+/// Bytes before each payload in a staging file: the line of its progress word, the
+/// count of payload bytes copied so far.
+const PROGRESS: usize = 64;
 /// How long a receiver waits for a sender's copy to make progress before it gives the
 /// payload up (`FI_EIO`): far beyond any live sender's copy, so only a stuck or
 /// malicious one meets it.
@@ -94,10 +80,6 @@ struct Slot {
     /// a private buffer.
     len: usize,
     peer: Option<Arc<PeerRegion>>,
-    /// How the payload was copied in, and what that cost the sender per KiB (0 when
-    /// not measured): recorded with the receiver's cost once the slot is released.
-    how: Stores,
-    sent: u64,
 }
 
 struct File {
@@ -124,12 +106,6 @@ pub struct Stage {
     used: usize,
     /// How payloads are copied into the files.
     chooser: Chooser,
-    /// Where the next payload of the near file's [`WINDOW`] goes.
-    cursor: usize,
-    /// Per staging file, the end of the furthest extent that held a payload: the
-    /// first copy into an extent beyond takes page faults on both sides, and so says
-    /// nothing of the stores (it is not measured).
-    touched: [usize; 2],
 }
 
 impl Stage {
@@ -152,8 +128,6 @@ impl Stage {
                 off: 0,
                 len: 0,
                 peer: None,
-                how: Stores::Plain,
-                sent: 0,
             })
             .collect();
         Ok(Stage {
@@ -162,8 +136,6 @@ impl Stage {
             slots,
             used: 0,
             chooser: Chooser::default(),
-            cursor: 0,
-            touched: [0; 2],
         })
     }
 
@@ -189,7 +161,6 @@ impl Stage {
             }
         };
         let (s, file, off) = placed;
-        let mut stores = Stores::Plain;
         let (addr, mode, rest) = match file {
             None => {
                 let slot = &mut self.slots[s];
@@ -205,15 +176,8 @@ impl Stage {
                 let map = &self.files[f].as_ref().ok_or(Error::NoMem)?.map;
                 let at = off + PROGRESS;
                 let first = len.min(FIRST);
-                let end = at + len;
-                let fresh = end > self.touched[f];
-                self.touched[f] = self.touched[f].max(end);
-                let how = self.chooser.pick(if fresh { 0 } else { len - first });
-                stores = how;
+                let how = self.chooser.pick(len - first);
                 copy_range(map, at, parts, 0, first, how);
-                // The previous payload's receiver wrote its cost before it released the
-                // slot, which `reclaim` acquired.
-                map.word(off + COST).store(0, Ordering::Relaxed);
                 // Before the packet: its receiver sees at least the first chunk.
                 map.word(off).store(first as u64, Ordering::Release);
                 let mode = if f == 0 {
@@ -222,8 +186,6 @@ impl Stage {
                     Desc::MAPPED_FAR
                 };
                 let rest = (first < len).then_some(Fill {
-                    slot: s,
-                    fresh,
                     file: f,
                     at,
                     from: first,
@@ -240,11 +202,6 @@ impl Stage {
         slot.off = off;
         slot.len = if file.is_some() { PROGRESS + len } else { len };
         slot.peer = Some(peer.clone());
-        slot.how = stores;
-        slot.sent = 0;
-        if file == Some(0) && off + slot.len <= WINDOW {
-            self.cursor = (off + slot.len).next_multiple_of(64);
-        }
         let desc = Desc {
             addr,
             len: len as u64,
@@ -272,10 +229,7 @@ impl Stage {
             done = next;
         }
         let took = bypass::ticks().wrapping_sub(start);
-        self.slots[rest.slot].sent = match rest.fresh {
-            true => 0,
-            false => bypass::per_kib(rest.len - rest.from, took).unwrap_or(0),
-        };
+        self.chooser.record(rest.how, rest.len - rest.from, took);
     }
 
     /// Where a payload of `len` bytes goes: (slot, staging file or private, offset of
@@ -284,7 +238,7 @@ impl Stage {
         let s = self.slots.iter().position(|s| !s.busy)?;
         if len <= NEAR_MAX {
             // Waiting for room near beats a system call per message.
-            return self.near(PROGRESS + len).map(|off| (s, Some(0), off));
+            return self.extent(0, PROGRESS + len).map(|off| (s, Some(0), off));
         }
         if self.cma {
             if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
@@ -295,29 +249,11 @@ impl Stage {
         self.extent(1, PROGRESS + len).map(|off| (s, Some(1), off))
     }
 
-    /// The recent cost of either kind of copy (see [`Chooser::costs`]).
-    #[cfg(test)]
-    pub fn costs(&self) -> [u64; 2] {
-        self.chooser.costs()
-    }
-
-    /// An extent of `len` bytes in the near file: the next in the [`WINDOW`] if it
-    /// fits there, else the first fit in the file.
-    fn near(&self, len: usize) -> Option<usize> {
-        self.fit(0, len, self.cursor)
-            .filter(|&at| at + len <= WINDOW)
-            .or_else(|| self.fit(0, len, 0))
-    }
-
     /// First fit in staging file `f`, avoiding extents in use (no allocation: the
     /// candidate moves past every extent it overlaps until none does).
     fn extent(&self, f: usize, len: usize) -> Option<usize> {
-        self.fit(f, len, 0)
-    }
-
-    /// First fit in staging file `f` at or after `at`.
-    fn fit(&self, f: usize, len: usize, mut at: usize) -> Option<usize> {
         let cap = self.files[f].as_ref()?.map.len();
+        let mut at = 0usize;
         loop {
             let end = at.checked_add(len)?;
             if end > cap {
@@ -351,27 +287,12 @@ impl Stage {
     }
 
     /// Frees released slots; with `sweep`, also slots whose receiver is gone.
-    ///
-    /// A released file-staged payload whose copy in was measured adds what it cost both
-    /// sides to the [`Chooser`]: the receiver's cost says where it runs even where the
-    /// sender's does not (the sender's stores into lines nobody read lately cost about
-    /// the same wherever the receiver runs).
     fn reclaim(&mut self, own: &Region, sweep: bool) {
         for (i, s) in self.slots.iter_mut().enumerate() {
             if !s.busy {
                 continue;
             }
             let released = own.release(i).load(Ordering::Acquire) == s.gen;
-            if released && s.sent > 0 {
-                if let Some(file) = s.file.and_then(|f| self.files[f].as_ref()) {
-                    // Written by the receiver before the release acquired above; any
-                    // value it wrote only sways the choice.
-                    let got = file.map.word(s.off + COST).load(Ordering::Relaxed);
-                    if got > 0 {
-                        self.chooser.record(s.how, s.sent.saturating_add(got));
-                    }
-                }
-            }
             if released || (sweep && s.peer.as_ref().is_some_and(|p| p.gone())) {
                 s.busy = false;
                 s.peer = None;
@@ -390,9 +311,6 @@ impl Stage {
 /// ([`Stage::fill`]).
 #[derive(Debug)]
 pub struct Fill {
-    slot: usize,
-    /// The payload is the first in its extent (see [`Stage::touched`]).
-    fresh: bool,
     file: usize,
     /// Offset of the payload in the file.
     at: usize,
@@ -474,9 +392,6 @@ struct Staged {
     /// Rendezvous: bytes read in order from the start; the read that completes them
     /// lets the sender go at once.
     next: Cell<usize>,
-    /// Staging file: bytes copied out and the clock units the copies took (waits for
-    /// the sender left out), reported to the sender in [`Self::finish`].
-    copied: Cell<(usize, u64)>,
 }
 
 /// A stream packet's payload in our own ring (see [`crate::cell::STREAM`]): one per
@@ -581,7 +496,6 @@ impl Staged {
             desc: *desc,
             len,
             next: Cell::new(0),
-            copied: Cell::new((0, 0)),
         })
     }
 
@@ -597,16 +511,6 @@ impl Staged {
         if self.desc.mode == Desc::RNDV {
             rndv::finish(r.rndv_state(self.desc.slot as usize), self.desc.gen);
         } else {
-            if matches!(self.desc.mode, Desc::MAPPED | Desc::MAPPED_FAR) {
-                let (bytes, took) = self.copied.get();
-                if let (Some(cost), Ok(map)) = (
-                    bypass::per_kib(bytes, took),
-                    Self::map(&self.peer, self.desc.file()),
-                ) {
-                    let at = self.desc.addr as usize - PROGRESS + COST;
-                    map.map.word(at).store(cost, Ordering::Relaxed);
-                }
-            }
             r.release(self.desc.slot as usize)
                 .store(self.desc.gen, Ordering::Release);
         }
@@ -781,14 +685,8 @@ impl Staged {
                 while done < end {
                     let ready =
                         wait_ready(progress, done, self.len, || self.peer.process_gone())?.min(end);
-                    let start = bypass::ticks();
                     dst[done - off..ready - off]
                         .copy_from_slice(map.bytes(at + done, ready - done));
-                    let (bytes, took) = self.copied.get();
-                    self.copied.set((
-                        bytes + (ready - done),
-                        took.wrapping_add(bypass::ticks().wrapping_sub(start)),
-                    ));
                     done = ready;
                 }
                 Ok(())

@@ -310,13 +310,12 @@ fn staged_payload_reads_are_bounds_checked() {
 
 /// A payload staged in a file goes out after its first chunk; a read of what the
 /// sender has not copied yet waits for it (and a read of the first chunk does not).
-/// The parts split the payload at odd places. Once the payloads come round the
-/// staging window again, they are copied with either kind of stores, and the
-/// receiver's reports of its copies give the sender a cost for each.
+/// The parts split the payload at odd places. The first four payloads are copied with
+/// either kind of stores (each is tried twice before it is measured).
 #[test]
 fn file_staged_payloads_are_read_while_the_sender_copies() {
     use crate::bypass::{self, Stores};
-    use crate::stage::{Stage, CHUNK, FIRST, WINDOW};
+    use crate::stage::{Stage, CHUNK, FIRST};
     let len = FIRST + 2 * CHUNK + 1234;
     let body: Vec<u8> = (0..len).map(|k| (k * 7 + 1) as u8).collect();
     let parts = [&body[..5], &body[5..CHUNK + 3], &body[CHUNK + 3..]];
@@ -326,7 +325,7 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
         let mut stage = Stage::new(region, cma).unwrap();
         let sender = resolve(&a);
         let mut kinds = Vec::new();
-        for _ in 0..WINDOW / len + 8 {
+        for _ in 0..4 {
             let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
             let rest = rest.expect("a payload of several chunks is filled in later");
             kinds.push(rest.stores());
@@ -350,53 +349,8 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
         }
         if bypass::AVAILABLE {
             assert!(kinds.contains(&Stores::Plain) && kinds.contains(&Stores::Bypass));
-            let costs = stage.costs();
-            assert!(costs.iter().all(|&c| c > 0), "{costs:?} {kinds:?}");
         }
     }
-}
-
-/// Payloads that fit go round the near file's window, each after the last, whether or
-/// not the earlier ones were released; while the window is full they go to the first
-/// fit beyond it, and a payload larger than the window goes to the first fit.
-#[test]
-fn near_staging_goes_round_its_window() {
-    use crate::stage::{Stage, PROGRESS, WINDOW};
-    let len = 60 << 10;
-    let body = vec![0x5Au8; 2 * WINDOW];
-    let a = end(true);
-    let region = a.ep.region();
-    let mut stage = Stage::new(region, true).unwrap();
-    let sender = resolve(&a);
-    let extent = (PROGRESS + len).next_multiple_of(64);
-    let fits = WINDOW / extent;
-    let send = |stage: &mut Stage, len: usize| {
-        let parts = [&body[..len]];
-        let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
-        if let Some(rest) = rest {
-            stage.fill(rest, &parts);
-        }
-        (desc, ShmPull::new(sender.clone(), &desc).unwrap())
-    };
-    for k in 0..2 * fits + 1 {
-        let (desc, pull) = send(&mut stage, len);
-        assert_eq!(desc.addr as usize, PROGRESS + (k % fits) * extent, "{k}");
-        pull.finish();
-    }
-    // A whole window of payloads held: the next goes beyond it.
-    let held: Vec<_> = (0..fits).map(|_| send(&mut stage, len).1).collect();
-    let (desc, beyond) = send(&mut stage, len);
-    assert_eq!(desc.addr as usize, PROGRESS + fits * extent);
-    for p in held {
-        p.finish();
-    }
-    beyond.finish();
-    let (desc, big) = send(&mut stage, WINDOW + 1);
-    assert_eq!(desc.addr as usize, PROGRESS);
-    let mut got = vec![0u8; WINDOW + 1];
-    big.read(0, &mut got).unwrap();
-    assert!(got == body[..WINDOW + 1]);
-    big.finish();
 }
 
 /// Messages around and above the stream threshold, their payload split at odd places,
