@@ -110,14 +110,14 @@ pub struct Chooser {
 }
 
 impl Chooser {
-    /// The kind of copy for the next payload, of which `measured` bytes will be timed
+    /// The kind of copy for the next payload, of which `bytes` bytes will be timed
     /// and [recorded](Self::record): a kind not measured twice yet is tried first, and the
     /// other kind every [`PROBE`]th payload, but only on a payload whose copy says
     /// something of its cost.
     #[inline]
-    pub fn pick(&mut self, measured: usize) -> Stores {
+    pub fn pick(&mut self, bytes: usize) -> Stores {
         let usual = self.usual;
-        if !AVAILABLE || measured < MEASURE_MIN {
+        if !measured(bytes) {
             return usual;
         }
         self.n = self.n.wrapping_add(1);
@@ -135,7 +135,7 @@ impl Chooser {
     /// Records that a copy of `bytes` bytes of kind `how` took `ticks` clock units.
     #[inline]
     pub fn record(&mut self, how: Stores, bytes: usize, ticks: u64) {
-        if !AVAILABLE || bytes < MEASURE_MIN {
+        if !measured(bytes) {
             return;
         }
         let per_kib = (ticks.saturating_mul(1024) / bytes as u64).max(1);
@@ -166,7 +166,8 @@ impl Chooser {
     }
 }
 
-/// A clock for [`Chooser::record`]: cheap, monotonic within a thread, any unit.
+/// A clock for [`Chooser::record`]: cheap, monotonic within a thread, any unit. 0 on
+/// targets without non-temporal stores, where nothing is recorded.
 #[inline]
 pub fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -176,13 +177,15 @@ pub fn ticks() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        use std::sync::OnceLock;
-        static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_nanos() as u64
+        0
     }
+}
+
+/// A copy of `bytes` bytes is timed and counted: long enough to say more of the stores
+/// than of the clock, on a target that has both kinds.
+#[inline]
+fn measured(bytes: usize) -> bool {
+    AVAILABLE && bytes >= MEASURE_MIN
 }
 
 #[cfg(test)]
