@@ -139,6 +139,17 @@ impl Mapping {
         Ok(Mapping { ptr, len })
     }
 
+    /// Maps the pages of the first `len` bytes now, allocating those of the file not
+    /// allocated yet (`MADV_POPULATE_WRITE`, Linux 5.14 on), so that no copy through
+    /// them takes a page fault later: on a virtual machine whose host backs memory
+    /// lazily, a first touch costs far more than the copy. Best effort: on an older
+    /// kernel the pages fault in on first use, as without it.
+    pub fn populate(&self, len: usize) {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: advice on a range of this live mapping; populating changes no byte.
+        unsafe { libc::madvise(self.ptr().cast(), len.min(self.len), MADV_POPULATE_WRITE) };
+    }
+
     /// Start of the mapping.
     #[inline]
     pub fn ptr(&self) -> *mut u8 {

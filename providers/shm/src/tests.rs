@@ -353,6 +353,53 @@ fn file_staged_payloads_are_read_while_the_sender_copies() {
     }
 }
 
+/// Payloads that fit go round the near file's window, each after the last, whether or
+/// not the earlier ones were released; while the window is full they go to the first
+/// fit beyond it, and a payload larger than the window goes to the first fit.
+#[test]
+fn near_staging_goes_round_its_window() {
+    use crate::stage::{Stage, NEAR_MAX, PROGRESS, WINDOW};
+    let len = 60 << 10;
+    let body: Vec<u8> = (0..NEAR_MAX).map(|k| (k * 13 + 5) as u8).collect();
+    let a = end(true);
+    let region = a.ep.region();
+    let mut stage = Stage::new(region, true).unwrap();
+    let sender = resolve(&a);
+    let extent = (PROGRESS + len).next_multiple_of(64);
+    let fits = WINDOW / extent;
+    let send = |stage: &mut Stage, len: usize| {
+        let parts = [&body[..len]];
+        let (desc, rest) = stage.stage(region, &sender, &parts, len).unwrap();
+        if let Some(rest) = rest {
+            stage.fill(rest, &parts);
+        }
+        (desc, ShmPull::new(sender.clone(), &desc).unwrap())
+    };
+    for k in 0..2 * fits + 1 {
+        let (desc, pull) = send(&mut stage, len);
+        assert_eq!(desc.addr as usize, PROGRESS + (k % fits) * extent, "{k}");
+        let mut got = vec![0u8; len];
+        pull.read(0, &mut got).unwrap();
+        assert!(got == body[..len], "{k}");
+        pull.finish();
+    }
+    // A whole window of payloads held: the next goes beyond it.
+    let held: Vec<_> = (0..fits).map(|_| send(&mut stage, len).1).collect();
+    let (desc, beyond) = send(&mut stage, len);
+    assert_eq!(desc.addr as usize, PROGRESS + fits * extent);
+    for p in held {
+        p.finish();
+    }
+    beyond.finish();
+    let (desc, big) = send(&mut stage, NEAR_MAX);
+    assert!(PROGRESS + NEAR_MAX > WINDOW);
+    assert_eq!(desc.addr as usize, PROGRESS);
+    let mut got = vec![0u8; NEAR_MAX];
+    big.read(0, &mut got).unwrap();
+    assert!(got == body);
+    big.finish();
+}
+
 /// Messages around and above the stream threshold, their payload split at odd places,
 /// arrive whole, in order, with tag and data (two at a time: the test ring is small).
 #[test]
