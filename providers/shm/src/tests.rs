@@ -391,8 +391,8 @@ fn near_staging_goes_round_its_window() {
         p.finish();
     }
     beyond.finish();
+    const { assert!(PROGRESS + NEAR_MAX > WINDOW) };
     let (desc, big) = send(&mut stage, NEAR_MAX);
-    assert!(PROGRESS + NEAR_MAX > WINDOW);
     assert_eq!(desc.addr as usize, PROGRESS);
     let mut got = vec![0u8; NEAR_MAX];
     big.read(0, &mut got).unwrap();
