@@ -22,7 +22,7 @@
 //! Payloads that fit go round the first [`WINDOW`] bytes of the near file, each after
 //! the last; the others, and any while the window is full, take the first fit. The
 //! window's pages are allocated and mapped on both sides when the file is created and
-//! when the receiver maps it, so that no copy takes a page fault.
+//! when the receiver maps it, so that no copy through the window takes a page fault.
 //!
 //! Payloads sent by rendezvous (see `rndv`), and medium ones streamed through the ring
 //! (see [`crate::cell::STREAM`]), are read by the same [`ShmPull`].
@@ -72,8 +72,8 @@ pub(crate) const PROGRESS: usize = 64;
 /// payload then goes to lines neither core touched for a few payloads, which both
 /// copy faster than lines the other core just used (the sender's stores need not take
 /// them back from the receiver's cache first). In a 64 KiB ping-pong between cores
-/// sharing a cache, 0.66-0.74 times the time of reusing the first fit (in-process A/B,
-/// blocks of 50 round trips alternating).
+/// sharing a cache, 0.68-0.77 times the time of reusing the first fit (in-process A/B,
+/// blocks of 50 round trips alternating; see the README).
 pub(crate) const WINDOW: usize = 1 << 20;
 /// How long a receiver waits for a sender's copy to make progress before it gives the
 /// payload up (`FI_EIO`): far beyond any live sender's copy, so only a stuck or
