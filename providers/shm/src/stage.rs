@@ -75,6 +75,10 @@ pub(crate) const PROGRESS: usize = 64;
 /// sharing a cache, 0.68-0.77 times the time of reusing the first fit (in-process A/B,
 /// blocks of 50 round trips alternating; see the README).
 pub(crate) const WINDOW: usize = 1 << 20;
+/// Bytes at the start of each staging file (near, far) whose pages are allocated and
+/// mapped up front, by the sender when it creates the file and by a receiver when it
+/// maps it: the near file's window, none of the sparse far file.
+const POPULATED: [usize; 2] = [WINDOW, 0];
 /// How long a receiver waits for a sender's copy to make progress before it gives the
 /// payload up (`FI_EIO`): far beyond any live sender's copy, so only a stuck or
 /// malicious one meets it.
@@ -103,9 +107,7 @@ impl File {
     fn new(own: &Region, i: usize, len: usize) -> Result<File> {
         let fd = sys::memfd(len)?;
         let map = Mapping::new(&fd, len)?;
-        if i == 0 {
-            map.populate(WINDOW);
-        }
+        map.populate(POPULATED[i]);
         own.set_stage(i, fd.as_raw_fd() as u32, len as u64);
         Ok(File { map, _fd: fd })
     }
@@ -267,21 +269,22 @@ impl Stage {
             }
             return Some((s, None, 0));
         }
-        self.fit(1, PROGRESS + len, 0).map(|off| (s, Some(1), off))
+        self.fit(1, PROGRESS + len, 0, usize::MAX)
+            .map(|off| (s, Some(1), off))
     }
 
     /// An extent of `len` bytes in the near file: the next in the [`WINDOW`] if it
     /// fits there, else the first fit in the file.
     fn near(&self, len: usize) -> Option<usize> {
-        self.fit(0, len, self.cursor)
-            .filter(|&at| at + len <= WINDOW)
-            .or_else(|| self.fit(0, len, 0))
+        self.fit(0, len, self.cursor, WINDOW)
+            .or_else(|| self.fit(0, len, 0, usize::MAX))
     }
 
-    /// First fit in staging file `f` at or after `at`, avoiding extents in use (no
-    /// allocation: the candidate moves past every extent it overlaps until none does).
-    fn fit(&self, f: usize, len: usize, mut at: usize) -> Option<usize> {
-        let cap = self.files[f].as_ref()?.map.len();
+    /// First fit in staging file `f` at or after `at` that ends by `below`, avoiding
+    /// extents in use (no allocation: the candidate moves past every extent it
+    /// overlaps until none does).
+    fn fit(&self, f: usize, len: usize, mut at: usize, below: usize) -> Option<usize> {
+        let cap = self.files[f].as_ref()?.map.len().min(below);
         loop {
             let end = at.checked_add(len)?;
             if end > cap {
@@ -397,9 +400,7 @@ impl StageMap {
             return Err(Error::Io);
         }
         let map = Mapping::new(&fd, len)?;
-        if i == 0 {
-            map.populate(WINDOW);
-        }
+        map.populate(POPULATED[i]);
         Ok(StageMap { map })
     }
 }

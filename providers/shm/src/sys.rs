@@ -143,9 +143,12 @@ impl Mapping {
     /// allocated yet (`MADV_POPULATE_WRITE`, Linux 5.14 on), so that no copy through
     /// them takes a page fault later: on a virtual machine whose host backs memory
     /// lazily, a first touch costs far more than the copy. Best effort: on an older
-    /// kernel the pages fault in on first use, as without it.
+    /// kernel the pages fault in on first use, as without it. Nothing for `len` 0.
     pub fn populate(&self, len: usize) {
         const MADV_POPULATE_WRITE: libc::c_int = 23;
+        if len == 0 {
+            return;
+        }
         // SAFETY: advice on a range of this live mapping; populating changes no byte.
         unsafe { libc::madvise(self.ptr().cast(), len.min(self.len), MADV_POPULATE_WRITE) };
     }
