@@ -145,12 +145,17 @@ impl Mapping {
     /// lazily, a first touch costs far more than the copy. Best effort: on an older
     /// kernel the pages fault in on first use, as without it. Nothing for `len` 0.
     pub fn populate(&self, len: usize) {
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
         if len == 0 {
             return;
         }
         // SAFETY: advice on a range of this live mapping; populating changes no byte.
-        unsafe { libc::madvise(self.ptr().cast(), len.min(self.len), MADV_POPULATE_WRITE) };
+        unsafe {
+            libc::madvise(
+                self.ptr().cast(),
+                len.min(self.len),
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
     }
 
     /// Start of the mapping.
