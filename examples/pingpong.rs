@@ -345,7 +345,7 @@ impl<'o, P: Provider> Side<'o, P> {
         let buf = &self.tx[..size];
         let (peer, tagged, ep) = (self.peer, self.opts.tagged, &self.o.ep);
         if size <= self.inject_size {
-            // A full peer inbox: drive our own progress and retry.
+            // A full peer inbox: drive our own progress and retry (as fabtests' posts do).
             common::post_retry(
                 self.watch,
                 if tagged { "fi_tinject" } else { "fi_inject" },
@@ -363,12 +363,21 @@ impl<'o, P: Provider> Side<'o, P> {
                 },
             )?;
         } else {
-            let r = if tagged {
-                ep.tsend(buf, peer, TAG, Context(2))
-            } else {
-                ep.send(buf, peer, Context(2))
-            };
-            r.call(if tagged { "fi_tsend" } else { "fi_send" })?;
+            common::post_retry(
+                self.watch,
+                if tagged { "fi_tsend" } else { "fi_send" },
+                || {
+                    if tagged {
+                        ep.tsend(buf, peer, TAG, Context(2))
+                    } else {
+                        ep.send(buf, peer, Context(2))
+                    }
+                },
+                || {
+                    self.o.domain.progress();
+                    Ok(())
+                },
+            )?;
             common::wait_one::<P>(&self.o.txcq, self.watch, "transmit")?;
         }
         if self.rx_owed {

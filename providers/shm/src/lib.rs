@@ -43,7 +43,7 @@
 //! is the smallest rendezvous payload; `FABRIC_SHM_RNDV_WAIT_US` (default 30) the
 //! fixed part of a rendezvous sender's wait;
 //! `FABRIC_SHM_CHANNELS` (default 16, at most 64) and `FABRIC_SHM_CELLS` (default 1024,
-//! a power of two) size each endpoint's region, by default [`DEFAULT_REGION_BYTES`]
+//! a power of two, at least 256) size each endpoint's region, by default [`DEFAULT_REGION_BYTES`]
 //! (about 1.0 MiB); with the 2.5 MiB near staging file an endpoint shares
 //! [`DEFAULT_FOOTPRINT_BYTES`] (about 3.6 MiB) by default.
 //!

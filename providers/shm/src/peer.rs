@@ -3,8 +3,9 @@
 //! whether the peer is still there.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use fabric::waitobj::Waiter;
 use fabric::{Error, Result};
@@ -15,6 +16,9 @@ use crate::name::{Name, NAME_LEN};
 use crate::region::Region;
 use crate::stage::StageMap;
 use crate::sys::{self, ProcessHandle};
+
+/// How often, at most, [`PeerRegion::gone_lately`] asks the kernel.
+pub const ASK_PERIOD: Duration = Duration::from_millis(1);
 
 /// What endpoints of this process share with their in-process peers: the waiter to
 /// wake after a send.
@@ -38,6 +42,9 @@ pub struct PeerRegion {
     pub local: Option<Arc<Local>>,
     /// Set once the peer was seen dead: later sends fail at once.
     dead: AtomicBool,
+    /// When [`Self::gone_lately`] last asked the kernel: nanoseconds since [`epoch`]
+    /// plus one (0: never).
+    asked: AtomicU64,
     /// The peer's staging files (near, far), mapped on first use.
     pub stage: [OnceLock<Result<StageMap>>; 2],
     /// The peer process's mapped-segment directory, mapped on first direct access
@@ -66,6 +73,23 @@ impl PeerRegion {
         gone
     }
 
+    /// [`Self::gone`] for a sender that the peer's full ring refuses, which may retry
+    /// in a tight loop: the system calls at most once per [`ASK_PERIOD`] (a peer seen
+    /// dead or a closed region still answer at once). A full ring is backpressure
+    /// far more often than a dead peer, and every ask costs microseconds.
+    pub fn gone_lately(&self) -> bool {
+        if self.known_dead() || self.region.closed() {
+            return self.gone();
+        }
+        let now = epoch().elapsed().as_nanos() as u64 + 1;
+        let last = self.asked.load(Ordering::Relaxed);
+        if last != 0 && now - last.min(now) < ASK_PERIOD.as_nanos() as u64 {
+            return false;
+        }
+        self.asked.store(now, Ordering::Relaxed);
+        self.gone()
+    }
+
     /// Whether the peer's process is gone (never for a peer of this process: a
     /// thread of ours that is in a call finishes it). Costs system calls.
     pub fn process_gone(&self) -> bool {
@@ -77,6 +101,12 @@ impl PeerRegion {
     pub fn known_dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
     }
+}
+
+/// The instant [`PeerRegion::gone_lately`] counts from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 fn peers() -> MutexGuard<'static, FxHashMap<u64, Arc<PeerRegion>>> {
@@ -172,6 +202,7 @@ fn resolve_shared(name: Name) -> Result<Arc<PeerRegion>> {
         proc,
         local,
         dead: AtomicBool::new(false),
+        asked: AtomicU64::new(0),
         stage: [OnceLock::new(), OnceLock::new()],
         direct: OnceLock::new(),
     });

@@ -75,12 +75,17 @@ pub const CH_OPEN: u64 = 0;
 /// Channel state: the claimer is gone; the receiver frees it once drained.
 pub const CH_CLOSING: u64 = 1;
 
+/// Fewest cells a channel may have: the largest packet (an inline payload of
+/// [`crate::INLINE_MAX`] bytes behind a full header, 130 cells) and the quarter kept
+/// for responses fit in an empty ring, so no packet waits for room that never comes.
+pub const MIN_CELLS: usize = 256;
+
 /// Geometry of a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     /// Channels (sending peers at once).
     pub nchan: usize,
-    /// Cells per channel, a power of two.
+    /// Cells per channel, a power of two, at least [`MIN_CELLS`].
     pub cells: usize,
 }
 
@@ -90,7 +95,7 @@ impl Geometry {
         if nchan == 0
             || nchan > MAX_CHANNELS
             || !cells.is_power_of_two()
-            || !(64..=1 << 20).contains(&cells)
+            || !(MIN_CELLS..=1 << 20).contains(&cells)
         {
             return Err(Error::Inval);
         }
@@ -510,7 +515,7 @@ mod tests {
 
     #[test]
     fn create_open_claim() {
-        let geo = Geometry::new(4, 64).unwrap();
+        let geo = Geometry::new(4, 256).unwrap();
         let (r, name) = Region::create(geo, 77).unwrap();
         let p = Region::open(&name).unwrap();
         assert_eq!(p.geometry(), geo);
@@ -529,13 +534,13 @@ mod tests {
 
     #[test]
     fn chan_views_match_the_checked_accessors() {
-        let geo = Geometry::new(3, 64).unwrap();
+        let geo = Geometry::new(3, 256).unwrap();
         let (r, _) = Region::create(geo, 5).unwrap();
         for c in 0..geo.nchan {
             let ch = r.chan(c);
             assert!(std::ptr::eq(r.head_of(&ch), r.chan_head(c)));
             // Positions are masked: a lap later is the same cell.
-            for pos in [0u64, 1, 63, 64, 65, 1000] {
+            for pos in [0u64, 1, 255, 256, 257, 1000] {
                 let at = r.cell_at(&ch, pos);
                 assert_eq!(at.off, r.cell_off(c, pos));
                 assert!(std::ptr::eq(at.word, r.cell_word(at.off)));
@@ -556,22 +561,22 @@ mod tests {
     #[test]
     #[should_panic]
     fn chan_outside_the_geometry_panics() {
-        let (r, _) = Region::create(Geometry::new(2, 64).unwrap(), 6).unwrap();
+        let (r, _) = Region::create(Geometry::new(2, 256).unwrap(), 6).unwrap();
         let _ = r.chan(2);
     }
 
     #[test]
     #[should_panic]
     fn chan_of_a_larger_region_is_refused() {
-        let (big, _) = Region::create(Geometry::new(4, 128).unwrap(), 7).unwrap();
-        let (small, _) = Region::create(Geometry::new(1, 64).unwrap(), 8).unwrap();
+        let (big, _) = Region::create(Geometry::new(4, 512).unwrap(), 7).unwrap();
+        let (small, _) = Region::create(Geometry::new(1, 256).unwrap(), 8).unwrap();
         let ch = big.chan(3);
         let _ = small.cell_at(&ch, 0);
     }
 
     #[test]
     fn open_checks_identity() {
-        let geo = Geometry::new(1, 64).unwrap();
+        let geo = Geometry::new(1, 256).unwrap();
         let (_r, name) = Region::create(geo, 9).unwrap();
         let wrong = Name { nonce: 10, ..name };
         assert!(Region::open(&wrong).is_err());
@@ -580,7 +585,9 @@ mod tests {
             ..name
         };
         assert!(Region::open(&wrong).is_err());
-        assert!(Geometry::new(0, 64).is_err());
+        assert!(Geometry::new(0, 256).is_err());
         assert!(Geometry::new(1, 100).is_err());
+        assert!(Geometry::new(1, MIN_CELLS / 2).is_err());
+        assert!(Geometry::new(1, MIN_CELLS).is_ok());
     }
 }

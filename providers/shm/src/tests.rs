@@ -284,6 +284,35 @@ fn closed_peer_is_unreachable() {
     );
 }
 
+/// A full ring is backpressure: the sender asks whether the receiver is gone at most
+/// once per `ASK_PERIOD`, yet a receiver that closed its endpoint in between is
+/// unreachable at the next refused send.
+#[test]
+fn full_ring_then_closed_peer_is_unreachable_at_once() {
+    let mut a = end(true);
+    let b = end(true);
+    let to_b = resolve(&b);
+    let mut sent = 0;
+    while send(&mut a, &to_b, &tagged(sent, 8), &[0; 8]).is_ok() {
+        sent += 1;
+        assert!(sent <= 256, "the ring has 256 cells");
+    }
+    // Refused again and again: backpressure, the peer is alive.
+    for _ in 0..100 {
+        assert_eq!(
+            send(&mut a, &to_b, &tagged(0, 8), &[0; 8]),
+            Err(Error::Again)
+        );
+    }
+    assert!(!to_b.gone_lately(), "asked within the period: not gone");
+    drop(b);
+    assert!(to_b.gone_lately(), "a closed region answers at once");
+    assert_eq!(
+        send(&mut a, &to_b, &tagged(0, 8), &[0; 8]),
+        Err(Error::HostUnreach)
+    );
+}
+
 #[test]
 fn staged_payload_reads_are_bounds_checked() {
     for cma in [true, false] {
@@ -438,6 +467,81 @@ fn streamed_messages_arrive_whole() {
         assert_eq!(data, (i % 2 == 1).then_some(1000 + i as u64));
         assert!(payload == &bodies[i], "size {}", sizes[i]);
         assert_eq!(src, a.ep.name());
+    }
+}
+
+/// Sends a tagged message of `len` bytes (`tag`) from `a` to `b`, after one refusal
+/// at most, which the receiver's poll ends; `Err` when it was refused twice. Returns
+/// whether it was refused once.
+fn send_wrapping(a: &mut End, b: &mut End, to_b: &Arc<PeerRegion>, tag: u64, len: usize) -> bool {
+    let body: Vec<u8> = (0..len).map(|k| (k as u64 * 7 + tag) as u8).collect();
+    let m = Eager {
+        op: Op::Tagged,
+        rx_idx: 0,
+        tag,
+        data: None,
+        len,
+    };
+    let mut got = Vec::new();
+    let refused = match a.ep.send_eager(&mut a.tx, to_b, &m, &[&body]) {
+        Ok(()) => false,
+        Err(e) => {
+            assert_eq!(e, fabric::Error::Again, "size {len}, tag {tag}");
+            got = drain(b);
+            assert!(got.is_empty(), "a skip marker only");
+            a.ep.send_eager(&mut a.tx, to_b, &m, &[&body]).unwrap();
+            true
+        }
+    };
+    got.extend(drain(b));
+    assert_eq!(got.len(), 1, "size {len}, tag {tag}");
+    let (h, _, payload) = &got[0];
+    assert_eq!((h.tag, h.len), (tag, len as u64));
+    assert!(payload == &body, "size {len}, tag {tag}");
+    refused
+}
+
+/// Packets that must wrap around the ring go through in the smallest ring, lap after
+/// lap, each received before the next is sent. The skip marker before one goes in on
+/// its own and its cells stand in for the reserve, so the packet is not refused:
+/// skip, packet and reserve claimed together needed more than the 256 cells of this
+/// ring for an 8 KiB payload, and every such send was refused for good.
+#[test]
+fn wrapping_packets_fit_the_smallest_ring() {
+    assert_eq!(crate::region::MIN_CELLS, 256, "the ring of `end`");
+    let mut a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    // A full inline payload (130 cells), a stream just over 4 KiB (66), a compact
+    // message of 1 KiB (17): each size laps the ring at a different place.
+    for (n, len) in [crate::INLINE_MAX, 4100, 1024].into_iter().enumerate() {
+        for i in 0..12u64 {
+            let refused = send_wrapping(&mut a, &mut b, &to_b, n as u64 * 100 + i, len);
+            assert!(!refused, "size {len}, message {i}");
+        }
+    }
+}
+
+/// A packet whose skip marker leaves too little room even so (8 KiB, 130 cells, with
+/// 128 left to the end of the lap) is refused with `FI_EAGAIN` until the receiver has
+/// passed the marker, and then taken.
+#[test]
+fn a_packet_behind_its_skip_waits_for_the_receiver_to_pass_it() {
+    let mut a = end(true);
+    let mut b = end(true);
+    let to_b = resolve(&b);
+    // 128 cells: a stream packet's first cell and 127 of payload.
+    let fill = 127 * crate::region::CELL;
+    assert_eq!(cell::cells_for(cell::STREAM_BODY + fill), 128);
+    for lap in 0..3u64 {
+        assert!(!send_wrapping(&mut a, &mut b, &to_b, lap * 2, fill));
+        assert!(send_wrapping(
+            &mut a,
+            &mut b,
+            &to_b,
+            lap * 2 + 1,
+            crate::INLINE_MAX
+        ));
     }
 }
 

@@ -37,6 +37,13 @@ use crate::track::{Track, Tracked};
 /// Fraction of a channel's cells kept free of requests, for responses: one in
 /// `RESERVE_DIV`.
 pub const RESERVE_DIV: u64 = 4;
+// Every packet fits an empty ring of the fewest cells beside the requests' reserve
+// (`claim` writes a skip marker on its own first, so the packet needs no more).
+static_assertions::const_assert!(
+    (cell::BODY_OFF + crate::INLINE_MAX).div_ceil(CELL)
+        + crate::region::MIN_CELLS / RESERVE_DIV as usize
+        <= crate::region::MIN_CELLS
+);
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
 /// Smallest message streamed through the ring ([`cell::STREAM`]): below it, copying in
@@ -428,11 +435,12 @@ impl ShmEp {
 impl ShmTx {
     /// The outcome of a request written to channel `i` of `to`: a full ring whose
     /// receiver is gone is not backpressure but a dead peer (`HostUnreach`), and its
-    /// channel is dropped.
+    /// channel is dropped. Whether it is gone is asked of the kernel once per
+    /// [`peer::ASK_PERIOD`] at most ([`PeerRegion::gone_lately`]).
     #[inline]
     fn refused(&mut self, i: usize, to: &PeerRegion, res: Result<()>) -> Result<()> {
         match res {
-            Err(Error::Again) if to.gone() => {
+            Err(Error::Again) if to.gone_lately() => {
                 self.forget(i);
                 Err(Error::HostUnreach)
             }
@@ -865,36 +873,53 @@ fn write_small(ch: &mut TxChan, pos: u64, need: u64, m: &Eager, parts: &[&[u8]])
 
 /// Finds room for a packet of `need` cells in `ch` with `reserve` more to spare, and
 /// returns its ring position. A packet never wraps: when it would, the rest of the
-/// ring is filled with a skip marker first. `Err(Again)` when the ring lacks room.
+/// ring is filled with a skip marker first, as soon as that alone fits, so that the
+/// packet then needs at most `need + reserve` cells (which every packet fits in an
+/// empty ring: see [`crate::region::MIN_CELLS`]). `Err(Again)` when the ring lacks
+/// room (a skip marker may have been written all the same).
 #[inline]
-fn claim(ch: &mut TxChan, need: u64, reserve: u64) -> Result<u64> {
-    let idx = ch.tail & (ch.cells - 1);
-    let to_end = ch.cells - idx;
-    let skip = if need > to_end { to_end } else { 0 };
-    let total = need + skip + reserve;
-    if ch.tail + total - ch.head > ch.cells {
-        let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
-        // A head outside the window is a peer's garbage: treat the channel as full,
-        // and keep the cached head, which stays in `tail - cells ..= tail` (what
-        // `claim_fast` relies on).
-        if head > ch.tail || ch.tail - head > ch.cells {
-            return Err(Error::Again);
-        }
-        ch.head = head;
-        ch.limit = fast_limit(ch);
-        if ch.tail + total - head > ch.cells {
-            return Err(Error::Again);
-        }
-    }
-    if skip != 0 {
+fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
+    let to_end = ch.cells - (ch.tail & (ch.cells - 1));
+    if need > to_end {
+        room(ch, to_end)?;
         let r = &ch.peer.region;
         let off = r.cell_off(ch.c, ch.tail);
         r.cell_word(off)
             .store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
-        ch.tail += skip;
+        ch.tail += to_end;
+        ch.limit = fast_limit(ch);
+        // The skipped cells come free as soon as the receiver passes them, which takes
+        // nothing from it: they stand in for as much of the reserve (responses that
+        // find no room wait in the spill queue, never in the ring). Otherwise a large
+        // packet behind a skip in a drained ring would wait for the receiver to pass
+        // the marker, through a refused send.
+        reserve = reserve.saturating_sub(to_end);
     }
+    room(ch, need + reserve)?;
     ch.limit = fast_limit(ch);
     Ok(ch.tail)
+}
+
+/// `Ok` when `n` cells past the tail of `ch` are free, by the cached head or else by
+/// the head the receiver published (then cached).
+#[inline]
+fn room(ch: &mut TxChan, n: u64) -> Result<()> {
+    if ch.tail + n - ch.head <= ch.cells {
+        return Ok(());
+    }
+    let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
+    // A head outside the window is a peer's garbage: treat the channel as full, and
+    // keep the cached head, which stays in `tail - cells ..= tail` (what `claim_fast`
+    // relies on).
+    if head > ch.tail || ch.tail - head > ch.cells {
+        return Err(Error::Again);
+    }
+    ch.head = head;
+    ch.limit = fast_limit(ch);
+    if ch.tail + n - head > ch.cells {
+        return Err(Error::Again);
+    }
+    Ok(())
 }
 
 impl Transport for ShmEp {
