@@ -969,18 +969,21 @@ fn no_direct_write_lands_after_withdrawal() {
     let name = t.ep.name();
     for round in 1..=20u8 {
         let stop = AtomicBool::new(false);
+        // Registered before the writer starts: a write that found no segment would take
+        // the ring path, and wait there for ever (the target never progresses here),
+        // holding back every later write of its context, the direct ones included
+        // (none overtakes an operation in flight).
         std::thread::scope(|s| {
+            let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
             s.spawn(|| {
                 let i = node::<Stack<Shm>>();
                 let peer = i.av.insert(&name).unwrap();
                 while !stop.load(Ordering::Relaxed) {
-                    // Before the registration and after the withdrawal the key takes the
-                    // ring path, which the target never serves here: refusals (a full
-                    // ring) are expected.
+                    // After the withdrawal the key takes the ring path, which the target
+                    // never serves here: refusals (a full ring) are expected.
                     let _ = i.ep.inject_write(&[0xee; 256], peer, 0, KEY);
                 }
             });
-            let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
             // Bounded: a direct path that never delivers fails the test, not hangs it.
             let deadline = Instant::now() + Duration::from_secs(30);
             while u64_at(&mr, 0) != MARK && Instant::now() < deadline {
