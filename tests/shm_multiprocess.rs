@@ -604,7 +604,9 @@ fn peer_killed_mid_stream() {
             data: 0,
         };
         n.ep.tsendmsg(&msg, OpFlags::DELIVERY_COMPLETE).unwrap();
-        n.ep.write(&big[..4096], peer, 0, 1, Context(200 + i))
+        // 512 bytes (10 cells): everything posted here fits the peer's ring, of which
+        // requests may take 192 cells by default.
+        n.ep.write(&big[..512], peer, 0, 1, Context(200 + i))
             .unwrap();
         pending += 2;
     }
