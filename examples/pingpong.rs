@@ -344,40 +344,30 @@ impl<'o, P: Provider> Side<'o, P> {
         }
         let buf = &self.tx[..size];
         let (peer, tagged, ep) = (self.peer, self.opts.tagged, &self.o.ep);
-        if size <= self.inject_size {
-            // A full peer inbox: drive our own progress and retry (as fabtests' posts do).
-            common::post_retry(
-                self.watch,
-                if tagged { "fi_tinject" } else { "fi_inject" },
-                #[inline(always)]
-                || {
-                    if tagged {
-                        ep.tinject(buf, peer, TAG)
-                    } else {
-                        ep.inject(buf, peer)
-                    }
-                },
-                || {
-                    self.o.domain.progress();
-                    Ok(())
-                },
-            )?;
-        } else {
-            common::post_retry(
-                self.watch,
-                if tagged { "fi_tsend" } else { "fi_send" },
-                || {
-                    if tagged {
-                        ep.tsend(buf, peer, TAG, Context(2))
-                    } else {
-                        ep.send(buf, peer, Context(2))
-                    }
-                },
-                || {
-                    self.o.domain.progress();
-                    Ok(())
-                },
-            )?;
+        let inject = size <= self.inject_size;
+        let name = match (inject, tagged) {
+            (true, true) => "fi_tinject",
+            (true, false) => "fi_inject",
+            (false, true) => "fi_tsend",
+            (false, false) => "fi_send",
+        };
+        // A full peer inbox: drive our own progress and retry (as fabtests' posts do).
+        common::post_retry(
+            self.watch,
+            name,
+            #[inline(always)]
+            || match (inject, tagged) {
+                (true, true) => ep.tinject(buf, peer, TAG),
+                (true, false) => ep.inject(buf, peer),
+                (false, true) => ep.tsend(buf, peer, TAG, Context(2)),
+                (false, false) => ep.send(buf, peer, Context(2)),
+            },
+            || {
+                self.o.domain.progress();
+                Ok(())
+            },
+        )?;
+        if !inject {
             common::wait_one::<P>(&self.o.txcq, self.watch, "transmit")?;
         }
         if self.rx_owed {

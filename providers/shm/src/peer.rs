@@ -83,7 +83,7 @@ impl PeerRegion {
         }
         let now = epoch().elapsed().as_nanos() as u64 + 1;
         let last = self.asked.load(Ordering::Relaxed);
-        if last != 0 && now - last.min(now) < ASK_PERIOD.as_nanos() as u64 {
+        if last != 0 && now.saturating_sub(last) < ASK_PERIOD.as_nanos() as u64 {
             return false;
         }
         self.asked.store(now, Ordering::Relaxed);

@@ -887,7 +887,6 @@ fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
         r.cell_word(off)
             .store(cell::word(ch.tail, cell::SKIP), Ordering::Release);
         ch.tail += to_end;
-        ch.limit = fast_limit(ch);
         // The skipped cells come free as soon as the receiver passes them, which takes
         // nothing from it: they stand in for as much of the reserve (responses that
         // find no room wait in the spill queue, never in the ring). Otherwise a large
@@ -895,6 +894,9 @@ fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
         // the marker, through a refused send.
         reserve = reserve.saturating_sub(to_end);
     }
+    // `room` recomputes `ch.limit` whenever it rereads the head, which it does before
+    // any refusal; a claim that passes on the cached head (the tail perhaps past a
+    // skip) recomputes it here.
     room(ch, need + reserve)?;
     ch.limit = fast_limit(ch);
     Ok(ch.tail)
