@@ -42,10 +42,13 @@
 //! (and so turns rendezvous off); `FABRIC_SHM_RNDV_MIN` (bytes, default [`RNDV_MIN`])
 //! is the smallest rendezvous payload; `FABRIC_SHM_RNDV_WAIT_US` (default 30) the
 //! fixed part of a rendezvous sender's wait;
-//! `FABRIC_SHM_CHANNELS` (default 16, at most 64) and `FABRIC_SHM_CELLS` (default 256,
-//! a power of two, at least 256) size each endpoint's region, by default [`DEFAULT_REGION_BYTES`]
-//! (about 0.26 MiB); with the 2.5 MiB near staging file an endpoint shares
-//! [`DEFAULT_FOOTPRINT_BYTES`] (about 2.76 MiB) by default.
+//! `FABRIC_SHM_CHANNELS` (sending peers at once, default 1024, at most 65536) and
+//! `FABRIC_SHM_CELLS` (default 256, a power of two, at least 256) size each
+//! endpoint's region, a sparse file of [`DEFAULT_REGION_BYTES`] (about 17 MiB) by
+//! default of which only the header and the rings of the peers sending to it take
+//! memory ([`PEER_BYTES`], 16 KiB, each); with the 2.5 MiB near staging file an
+//! endpoint shares [`DEFAULT_FOOTPRINT_BYTES`] (about 2.5 MiB) plus 16 KiB per
+//! sending peer.
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -98,20 +101,28 @@ pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
 pub const INLINE_MAX: usize = 8192;
 /// Largest message.
 pub const MAX_MSG_SIZE: usize = 64 << 20;
-/// Default channels per endpoint region (sending peers at once).
-pub const DEFAULT_CHANNELS: usize = 16;
+/// Default channels per endpoint region (sending peers at once). Unclaimed channels
+/// cost address space, not memory: the region is a sparse file whose ring pages are
+/// allocated by the sender that claims one and freed when it leaves.
+pub const DEFAULT_CHANNELS: usize = 1024;
 /// Default cells per channel: the fewest allowed. A ring of 16 KiB that the traffic
 /// laps often stays in the caches of both sides: in interleaved pingpong runs on
 /// 2026-11-26 it took 0.80x the one-way time of 1024 cells at 4 KiB and 0.84x at
 /// 8 KiB (0.95x at 1 KiB, level at 8 bytes and 64 KiB), and carried 1.6x the 4 KiB
 /// messages per second at window 64 (medians of 8 rounds).
 pub const DEFAULT_CELLS: usize = region::MIN_CELLS;
-/// Bytes of an endpoint's shared region with the default geometry.
-pub const DEFAULT_REGION_BYTES: usize = 4096 + DEFAULT_CHANNELS * (128 + DEFAULT_CELLS * 64);
-/// Shared memory of one endpoint by default: its region plus its near staging file
-/// (about 2.76 MiB).
-pub const DEFAULT_FOOTPRINT_BYTES: usize = DEFAULT_REGION_BYTES + stage::NEAR_BYTES;
-// The promise of the README: at most 4 MiB of shared memory per endpoint by default.
+/// Bytes of an endpoint's shared region with the default geometry: its size as a
+/// file and in address space (about 17 MiB), most of it never allocated.
+pub const DEFAULT_REGION_BYTES: usize =
+    4096 + DEFAULT_CHANNELS * 128 + DEFAULT_CHANNELS * DEFAULT_CELLS * 64;
+/// Shared memory one sending peer takes in a receiver's region by default: its ring
+/// (16 KiB), allocated while it holds the channel.
+pub const PEER_BYTES: usize = DEFAULT_CELLS * 64;
+/// Shared memory of one endpoint by default with no peer sending to it: the header
+/// page plus the near staging file (about 2.5 MiB).
+pub const DEFAULT_FOOTPRINT_BYTES: usize = 4096 + stage::NEAR_BYTES;
+// The promise of the README: at most 4 MiB of shared memory per endpoint by default,
+// plus a ring per sending peer.
 static_assertions::const_assert!(DEFAULT_FOOTPRINT_BYTES <= 4 << 20);
 
 /// The shm provider marker.

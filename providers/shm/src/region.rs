@@ -1,14 +1,22 @@
-//! An endpoint's shared region and its layout: a header page, then one receive
-//! channel per sending peer. This module owns every access to shared memory; the rest
-//! of the provider uses its bounds-checked accessors.
+//! An endpoint's shared region and its layout: a header page, a table of channel
+//! controls, then one receive ring per channel. This module owns every access to
+//! shared memory; the rest of the provider uses its bounds-checked accessors.
 //!
 //! ```text
 //! page 0   magic | version | nchan | cells | pid | fd | start time | nonce
-//!          closed | active bitmap | claims[nchan] | release[STAGE_SLOTS] | wake word
+//!          closed | table generation | release[STAGE_SLOTS] | wake word
 //!          staging file (fd, len) | mapped-segment directory of the process (fd, len)
 //!          rendezvous records[RNDV_RECORDS] (state, staged copy's address, help request)
-//! chan c   head (consumer position, own line) | state + source name (own line) | cells
+//! table    per channel, two lines: head (consumer position) | claim (claimer's
+//!          nonce, 0: free), owner (the claim, once published), state, source name
+//! rings    per channel, `cells` cells of 64 bytes, page-aligned
 //! ```
+//!
+//! Channels are many (by default [`crate::DEFAULT_CHANNELS`]) and cost nothing until
+//! claimed: the file is sparse, a sender allocates the pages of the ring it claims,
+//! and the receiver gives them back when it frees the channel. So the number of
+//! sending peers is bounded by the geometry, not by a bitmap word.
+//!
 //! A peer can write anything anywhere in a region it has mapped, so nothing read back
 //! is trusted: callers validate values, and the accessors check bounds.
 #![allow(unsafe_code)]
@@ -24,11 +32,11 @@ use crate::sys::{self, Mapping, Packet};
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
 /// Layout version.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Bytes of one cell: one cache line.
 pub const CELL: usize = 64;
-/// Most channels of a region (the active bitmap is one word).
-pub const MAX_CHANNELS: usize = 64;
+/// Most channels of a region.
+pub const MAX_CHANNELS: usize = 1 << 16;
 /// Staging slots of one endpoint (large messages): release words in the header.
 pub const STAGE_SLOTS: usize = 128;
 /// Rendezvous records of one endpoint (see `rndv`): in the header.
@@ -43,9 +51,9 @@ const OFF_FD: usize = 28;
 const OFF_START: usize = 32;
 const OFF_NONCE: usize = 40;
 const OFF_CLOSED: usize = 48;
-const OFF_ACTIVE: usize = 56;
-const OFF_CLAIMS: usize = 64;
-const OFF_RELEASE: usize = OFF_CLAIMS + 8 * MAX_CHANNELS;
+/// Generation of the channel table: bumped after every claim and every release.
+const OFF_GEN: usize = 56;
+const OFF_RELEASE: usize = 576;
 const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
 /// Staging files: (fd u32, len u64) pairs, near then far.
 const OFF_STAGE: usize = OFF_WAKE + 8;
@@ -59,16 +67,20 @@ const OFF_RNDV: usize = OFF_WAKE + 64;
 const RNDV_STRIDE: usize = 64;
 const HEADER_BYTES: usize = 4096;
 static_assertions::const_assert!(OFF_RNDV + RNDV_STRIDE * RNDV_RECORDS <= HEADER_BYTES);
-// Channels and their cells start on cell boundaries (senders count offsets in cells).
-static_assertions::const_assert!(
-    HEADER_BYTES.is_multiple_of(CELL) && CH_CELLS.is_multiple_of(CELL)
-);
+/// Page size the layout aligns rings to, so a freed ring's pages can be given back.
+const PAGE: usize = 4096;
+// Rings start on page (so cell) boundaries: senders count offsets in cells.
+static_assertions::const_assert!(HEADER_BYTES.is_multiple_of(PAGE) && PAGE.is_multiple_of(CELL));
 
-/// Channel-relative offsets.
-const CH_HEAD: usize = 0;
-const CH_STATE: usize = 64;
-const CH_NAME: usize = 72;
-const CH_CELLS: usize = 128;
+/// Offsets in a channel's control (two lines of the table): the head on a line of its
+/// own (the receiver writes it), the claim and what the claimer writes on the other.
+const CTL_HEAD: usize = 0;
+const CTL_CLAIM: usize = 64;
+const CTL_OWNER: usize = 72;
+const CTL_STATE: usize = 80;
+const CTL_NAME: usize = 88;
+const CTL_BYTES: usize = 128;
+static_assertions::const_assert!(CTL_NAME + NAME_LEN <= CTL_BYTES);
 
 /// Channel state: in use by its claimer.
 pub const CH_OPEN: u64 = 0;
@@ -102,17 +114,29 @@ impl Geometry {
         Ok(Geometry { nchan, cells })
     }
 
-    fn chan_stride(&self) -> usize {
-        CH_CELLS + self.cells * CELL
+    /// Bytes of one ring.
+    pub fn ring_bytes(&self) -> usize {
+        self.cells * CELL
     }
 
-    /// Bytes of the whole region.
+    /// Offset of the first ring: past the header and the table.
+    fn rings(&self) -> usize {
+        HEADER_BYTES + (self.nchan * CTL_BYTES).next_multiple_of(PAGE)
+    }
+
+    /// Bytes of the whole region (a sparse file: only claimed rings take memory).
     pub fn bytes(&self) -> usize {
-        HEADER_BYTES + self.nchan * self.chan_stride()
+        self.rings() + self.nchan * self.ring_bytes()
     }
 
-    fn chan_base(&self, c: usize) -> usize {
-        HEADER_BYTES + c * self.chan_stride()
+    /// Offset of channel `c`'s control.
+    fn ctl(&self, c: usize) -> usize {
+        HEADER_BYTES + c * CTL_BYTES
+    }
+
+    /// Offset of channel `c`'s ring, page-aligned (a ring is a whole number of pages).
+    fn ring(&self, c: usize) -> usize {
+        self.rings() + c * self.ring_bytes()
     }
 }
 
@@ -122,10 +146,12 @@ impl Geometry {
 /// [`Region::cell_off`] and [`Region::cell_word`].
 ///
 /// The fields are private and only [`Region::chan`] builds one, from the region's
-/// geometry: `cells` is a multiple of [`CELL`] at least [`CH_CELLS`] past the
-/// channel's start, `mask + 1` cells follow it, and `end` is one past the last.
+/// geometry: `head` is the 8-aligned head word of the channel's control, `cells` is a
+/// multiple of [`CELL`], `mask + 1` cells follow it, and `end` is one past the last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chan {
+    /// Offset of the head word.
+    head: usize,
     /// Offset of cell 0.
     cells: usize,
     /// Cells of the ring minus one (a power of two minus one).
@@ -156,9 +182,10 @@ impl Region {
     /// Creates this endpoint's region, anonymous and mode 0600.
     pub fn create(geo: Geometry, nonce: u64) -> Result<(Region, Name)> {
         let fd = sys::memfd(geo.bytes())?;
-        // Allocated up front: the footprint is the same, and neither the first lap of a
-        // ring nor the first look at it faults.
-        let map = Mapping::new_populated(&fd, geo.bytes())?;
+        // Only the header is allocated up front: rings are allocated by the senders
+        // that claim them, and the table's pages as claims touch them.
+        let map = Mapping::new(&fd, geo.bytes())?;
+        map.populate(HEADER_BYTES);
         let pid = sys::getpid();
         let start = sys::start_time(pid).ok_or(Error::Io)?;
         let r = Region { map, geo, _fd: fd };
@@ -182,38 +209,35 @@ impl Region {
 
     /// Maps a peer's region named `name` and checks that it is the one the name means
     /// (magic, version, pid, start time and nonce), whatever the file turned out to be.
+    ///
+    /// Nothing is mapped before the header, read with `pread`, names this endpoint and
+    /// a geometry the file holds: a forged name pointing at some other (perhaps huge)
+    /// file costs two system calls, not a mapping of it. Then only the declared
+    /// geometry is mapped, and nothing of it is allocated or faulted in here: the
+    /// ring this side claims is, when it claims it.
     pub fn open(name: &Name) -> Result<Region> {
         let fd = sys::open_peer_fd(name.pid, name.fd)?;
         let len = sys::file_size(&fd)?;
         if len < HEADER_BYTES {
             return Err(Error::AddrNotAvail);
         }
-        // Mapped in whole now, while the address is resolved, rather than a page fault
-        // at a time in the first lap of the ring this side will write.
-        let map = Mapping::new_populated(&fd, len)?;
-        let probe = Region {
-            map,
-            geo: Geometry {
-                nchan: 0,
-                cells: 64,
-            },
-            _fd: fd,
-        };
-        let geo = Geometry::new(
-            probe.get_u32(OFF_NCHAN) as usize,
-            probe.get_u32(OFF_CELLS) as usize,
-        )
-        .map_err(|_| Error::AddrNotAvail)?;
-        let ok = probe.atomic(OFF_MAGIC).load(Ordering::Acquire) == MAGIC
-            && probe.get_u32(OFF_VERSION) == VERSION
-            && probe.get_u32(OFF_PID) == name.pid
-            && probe.atomic(OFF_START).load(Ordering::Relaxed) == name.start
-            && probe.atomic(OFF_NONCE).load(Ordering::Relaxed) == name.nonce
+        let mut head = [0u8; 48];
+        sys::pread_exact(&fd, 0, &mut head)?;
+        let u32_at = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
+        let geo = Geometry::new(u32_at(OFF_NCHAN) as usize, u32_at(OFF_CELLS) as usize)
+            .map_err(|_| Error::AddrNotAvail)?;
+        let ok = u64_at(OFF_MAGIC) == MAGIC
+            && u32_at(OFF_VERSION) == VERSION
+            && u32_at(OFF_PID) == name.pid
+            && u64_at(OFF_START) == name.start
+            && u64_at(OFF_NONCE) == name.nonce
             && geo.bytes() <= len;
         if !ok {
             return Err(Error::AddrNotAvail);
         }
-        Ok(Region { geo, ..probe })
+        let map = Mapping::new(&fd, geo.bytes())?;
+        Ok(Region { map, geo, _fd: fd })
     }
 
     /// The region's geometry.
@@ -252,62 +276,91 @@ impl Region {
         self.atomic(OFF_CLOSED).load(Ordering::Acquire) != 0
     }
 
-    /// The bitmap of claimed channels.
+    /// The generation of the channel table: it changes after every claim and every
+    /// release, so the receiver looks at the table only when it did.
     #[inline]
     pub fn active(&self) -> u64 {
-        self.atomic(OFF_ACTIVE).load(Ordering::Acquire)
+        self.atomic(OFF_GEN).load(Ordering::Acquire)
     }
 
-    /// Claims a free channel for the sender `me`: writes the sender's name, then sets
-    /// the channel's active bit. Returns the channel, or `None` when all are taken.
+    /// Claims a free channel for the sender `me`: takes its claim word, writes the
+    /// sender's name, publishes the claim as the channel's owner and bumps the table's
+    /// generation. The search starts at a place `my_nonce` picks, so senders that
+    /// arrive together rarely race for one word. Returns the channel, or `None` when
+    /// all are taken. The pages of the channel's ring are allocated here, by the
+    /// claimer, not on the first lap of its sends.
     pub fn claim(&self, me: &[u8; NAME_LEN], my_nonce: u64) -> Option<usize> {
-        for c in 0..self.geo.nchan {
-            let claim = self.atomic(OFF_CLAIMS + 8 * c);
-            if claim
-                .compare_exchange(0, my_nonce, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+        if my_nonce == 0 {
+            return None;
+        }
+        let n = self.geo.nchan;
+        let start = (my_nonce.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % n;
+        for i in 0..n {
+            let c = (start + i) % n;
+            let ctl = self.geo.ctl(c);
+            let claim = self.atomic(ctl + CTL_CLAIM);
+            if claim.load(Ordering::Relaxed) != 0
+                || claim
+                    .compare_exchange(0, my_nonce, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
             {
-                let base = self.geo.chan_base(c);
-                self.copy_in(base + CH_NAME, me);
-                self.atomic(base + CH_STATE)
-                    .store(CH_OPEN, Ordering::Relaxed);
-                self.atomic(OFF_ACTIVE).fetch_or(1 << c, Ordering::Release);
-                return Some(c);
+                continue;
             }
+            self.map
+                .populate_range(self.geo.ring(c), self.geo.ring_bytes());
+            self.copy_in(ctl + CTL_NAME, me);
+            self.atomic(ctl + CTL_STATE).store(CH_OPEN, Ordering::Relaxed);
+            self.atomic(ctl + CTL_OWNER)
+                .store(my_nonce, Ordering::Release);
+            self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);
+            return Some(c);
         }
         None
     }
 
-    /// Frees channel `c` (receiver side, once it is drained and closing).
+    /// Whether channel `c` is claimed and its claimer's name published (receiver
+    /// side): the claim word and the owner word agree, and are not 0.
+    pub fn claimed(&self, c: usize) -> bool {
+        let ctl = self.geo.ctl(c);
+        let claim = self.atomic(ctl + CTL_CLAIM).load(Ordering::Acquire);
+        claim != 0 && self.atomic(ctl + CTL_OWNER).load(Ordering::Acquire) == claim
+    }
+
+    /// Frees channel `c` (receiver side, once it is drained and closing): its ring's
+    /// pages go back to the system and read as zeros, and its head starts again at 0,
+    /// so the next claimer finds no stale stamp in it.
     pub fn unclaim(&self, c: usize) {
-        self.atomic(OFF_ACTIVE)
-            .fetch_and(!(1 << c), Ordering::AcqRel);
-        self.atomic(OFF_CLAIMS + 8 * c).store(0, Ordering::Release);
+        let ctl = self.geo.ctl(c);
+        self.atomic(ctl + CTL_OWNER).store(0, Ordering::Relaxed);
+        self.map.discard(self.geo.ring(c), self.geo.ring_bytes());
+        self.atomic(ctl + CTL_HEAD).store(0, Ordering::Relaxed);
+        self.atomic(ctl + CTL_CLAIM).store(0, Ordering::Release);
+        self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);
     }
 
     /// The claimer's name of channel `c`.
     pub fn chan_name(&self, c: usize) -> [u8; NAME_LEN] {
         let mut n = [0u8; NAME_LEN];
-        n.copy_from_slice(self.bytes(self.geo.chan_base(c) + CH_NAME, NAME_LEN));
+        n.copy_from_slice(self.bytes(self.geo.ctl(c) + CTL_NAME, NAME_LEN));
         n
     }
 
     /// The state word of channel `c`.
     #[inline]
     pub fn chan_state(&self, c: usize) -> &AtomicU64 {
-        self.atomic(self.geo.chan_base(c) + CH_STATE)
+        self.atomic(self.geo.ctl(c) + CTL_STATE)
     }
 
     /// The consumer position of channel `c`.
     #[inline]
     pub fn chan_head(&self, c: usize) -> &AtomicU64 {
-        self.atomic(self.geo.chan_base(c) + CH_HEAD)
+        self.atomic(self.geo.ctl(c) + CTL_HEAD)
     }
 
     /// Byte offset of cell `i` (masked) of channel `c`.
     #[inline]
     pub fn cell_off(&self, c: usize, i: u64) -> usize {
-        self.geo.chan_base(c) + CH_CELLS + ((i as usize) & (self.geo.cells - 1)) * CELL
+        self.geo.ring(c) + ((i as usize) & (self.geo.cells - 1)) * CELL
     }
 
     /// The first word of the cell at byte offset `off`: its stamp and kind.
@@ -320,8 +373,9 @@ impl Region {
     /// `c` is not a channel of the region (callers take `c` from its geometry).
     pub fn chan(&self, c: usize) -> Chan {
         assert!(c < self.geo.nchan);
-        let cells = self.geo.chan_base(c) + CH_CELLS;
+        let cells = self.geo.ring(c);
         Chan {
+            head: self.geo.ctl(c) + CTL_HEAD,
             cells,
             mask: self.geo.cells as u64 - 1,
             end: cells + self.geo.cells * CELL,
@@ -338,7 +392,7 @@ impl Region {
         assert!(ch.end <= self.map.len());
         let off = ch.cells + ((pos & ch.mask) as usize) * CELL;
         // SAFETY: `Chan`'s invariant (it is built only by `Self::chan`) puts `off` on a
-        // cell boundary, a multiple of 8 since `CH_CELLS`, `CELL` and the channel base
+        // cell boundary, a multiple of 8 since `CELL` and the ring's page-aligned start
         // are, and `off + CELL <= ch.end <= len` (asserted above). The mapping is
         // page-aligned and lives as long as `self`; shared words are only accessed
         // atomically, and the bytes are read as `Mapping::bytes` reads them.
@@ -375,15 +429,10 @@ impl Region {
     #[inline(always)]
     pub fn head_of(&self, ch: &Chan) -> &AtomicU64 {
         assert!(ch.end <= self.map.len());
-        // SAFETY: as in `cell_at`: the head word is at the channel's start,
-        // `CH_CELLS - CH_HEAD` bytes before cell 0, 8-aligned and in bounds.
-        unsafe {
-            &*self
-                .map
-                .ptr()
-                .add(ch.cells - CH_CELLS + CH_HEAD)
-                .cast::<AtomicU64>()
-        }
+        // SAFETY: as in `cell_at`: the head word is in the channel's control, which
+        // lies before its ring (`head < cells < end <= len`), 8-aligned (the table
+        // starts on a page and controls are `CTL_BYTES` apart).
+        unsafe { &*self.map.ptr().add(ch.head).cast::<AtomicU64>() }
     }
 
     /// The release word of staging slot `s` (written by the receiver of a large payload).
@@ -520,13 +569,19 @@ mod tests {
         let p = Region::open(&name).unwrap();
         assert_eq!(p.geometry(), geo);
         let me = [5u8; NAME_LEN];
-        assert_eq!(p.claim(&me, 1), Some(0));
-        assert_eq!(p.claim(&me, 2), Some(1));
-        assert_eq!(r.active(), 0b11);
-        assert_eq!(r.chan_name(1), me);
-        r.unclaim(0);
-        assert_eq!(r.active(), 0b10);
-        assert_eq!(p.claim(&me, 3), Some(0));
+        let gen0 = r.active();
+        let a = p.claim(&me, 1).unwrap();
+        let b = p.claim(&me, 2).unwrap();
+        assert_ne!(a, b);
+        assert!(r.claimed(a) && r.claimed(b));
+        assert_eq!(r.active(), gen0 + 2);
+        assert_eq!(r.chan_name(b), me);
+        r.unclaim(a);
+        assert!(!r.claimed(a));
+        assert_eq!(r.active(), gen0 + 3);
+        let others: Vec<_> = (3..6).map(|n| p.claim(&me, n).unwrap()).collect();
+        assert!(others.contains(&a), "a freed channel is claimed again");
+        assert_eq!(p.claim(&me, 7), None, "all four taken");
         assert!(!p.closed());
         r.set_closed();
         assert!(p.closed());

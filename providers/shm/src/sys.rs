@@ -266,6 +266,70 @@ impl Packet<'_> {
     }
 }
 
+impl Mapping {
+    /// [`Mapping::populate`] of `len` bytes at `off` (clipped to the mapping): the
+    /// pages of one channel, when a sender claims it, rather than the whole region.
+    pub fn populate_range(&self, off: usize, len: usize) {
+        if off >= self.len || len == 0 {
+            return;
+        }
+        let len = len.min(self.len - off);
+        // SAFETY: advice on a range of this live mapping; populating changes no byte.
+        unsafe {
+            libc::madvise(
+                self.ptr().add(off).cast(),
+                len,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+    }
+
+    /// Gives the pages of `len` bytes at `off` (page-aligned, clipped to the mapping)
+    /// back to the system (`MADV_REMOVE`): they read as zeros from then on, in every
+    /// process that maps the file. Best effort: where the kernel refuses, the bytes
+    /// are zeroed instead, so readers see the same.
+    pub fn discard(&self, off: usize, len: usize) {
+        if off >= self.len || len == 0 {
+            return;
+        }
+        let len = len.min(self.len - off);
+        assert!(off.is_multiple_of(4096));
+        // SAFETY: advice on a range of this live mapping; removal zeroes the pages of
+        // a shared file mapping, which every reader of this layout accepts as bytes.
+        let r = unsafe { libc::madvise(self.ptr().add(off).cast(), len, libc::MADV_REMOVE) };
+        if r != 0 {
+            // SAFETY: in bounds (clipped above); shared bytes are written with byte
+            // stores only by the layout that owns them, which hands this range to us.
+            unsafe { std::ptr::write_bytes(self.ptr().add(off), 0, len) };
+        }
+    }
+}
+
+/// Reads `buf.len()` bytes at `off` of the file behind `fd` without mapping it: what a
+/// peer's file claims to be is checked before any of it is mapped.
+pub fn pread_exact(fd: &OwnedFd, off: usize, buf: &mut [u8]) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: `buf[done..]` is valid writable memory of the stated length.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                buf[done..].as_mut_ptr().cast(),
+                buf.len() - done,
+                (off + done) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            return Err(last_os_error());
+        }
+        if n == 0 {
+            return Err(Error::AddrNotAvail);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` describe a mapping this value created and nobody else unmaps.

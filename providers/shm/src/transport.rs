@@ -181,6 +181,10 @@ pub struct ShmTx {
     stage: Option<Stage>,
     rndv: rndv::Pool,
     direct: TxDirect,
+    /// Responses to peers in whose region no channel could be claimed yet, oldest
+    /// first: a response is never refused, so it waits here (and `spilled` is set)
+    /// until a channel frees up or the peer is gone.
+    orphans: VecDeque<(Arc<PeerRegion>, Header, Vec<u8>)>,
 }
 
 struct RxChan {
@@ -352,7 +356,16 @@ impl ShmEp {
         if self.shared.spilled.load(Ordering::Relaxed) {
             tx.flush_spills();
         }
-        let i = tx.channel(to)?;
+        let i = match tx.channel(to) {
+            Ok(i) => i,
+            Err(Error::Again) if is_response(hdr.op) => {
+                tx.orphans
+                    .push_back((to.clone(), *hdr, payload.concat()));
+                self.shared.spilled.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         if is_response(hdr.op) {
             return self.respond_on(tx, i, hdr, payload);
         }
@@ -525,9 +538,21 @@ impl ShmTx {
         self.last = 0;
     }
 
-    /// Retries spilled responses of every channel, oldest first.
+    /// Retries spilled responses of every channel, oldest first, after handing the
+    /// responses that waited for a channel to the channels that can now be claimed.
     fn flush_spills(&mut self) {
         let mut left = false;
+        let mut waiting = std::mem::take(&mut self.orphans);
+        while let Some((peer, hdr, body)) = waiting.pop_front() {
+            if peer.known_dead() || peer.region.closed() || peer.gone_lately() {
+                continue;
+            }
+            match self.channel(&peer) {
+                Ok(i) => self.chans[i].spill.push_back((hdr, body)),
+                Err(_) => self.orphans.push_back((peer, hdr, body)),
+            }
+        }
+        left |= !self.orphans.is_empty();
         for i in 0..self.chans.len() {
             while let Some((hdr, body)) = self.chans[i].spill.pop_front() {
                 match self.put(i, &hdr, &[&body], body.len(), 0) {
@@ -951,6 +976,7 @@ impl Transport for ShmEp {
             stage,
             rndv: rndv::Pool::default(),
             direct: TxDirect::default(),
+            orphans: VecDeque::new(),
         }
     }
 
@@ -1407,13 +1433,19 @@ fn solicited(sh: &EpShared, ch: &RxChan, tx_idx: u16, req: u64) -> bool {
 }
 
 impl ShmRx {
-    /// Follows changes of the active bitmap: adopts new channels, drops freed ones.
+    /// Follows changes of the channel table (its generation is `active`): adopts new
+    /// channels, drops freed ones. A look at every channel's claim, but only when a
+    /// sender came or went.
     #[cold]
     fn adopt(&mut self, active: u64) {
         let r = &self.shared.region;
-        self.chans.retain(|ch| active & (1 << ch.c) != 0);
+        self.chans.retain(|ch| r.claimed(ch.c));
+        let mut have = vec![false; r.geometry().nchan];
+        for ch in &self.chans {
+            have[ch.c] = true;
+        }
         for c in 0..r.geometry().nchan {
-            if active & (1 << c) != 0 && !self.chans.iter().any(|ch| ch.c == c) {
+            if !have[c] && r.claimed(c) {
                 let head = r.chan_head(c).load(Ordering::Acquire);
                 self.chans.push(RxChan {
                     c,
