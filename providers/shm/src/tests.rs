@@ -1038,3 +1038,79 @@ fn a_sated_reader_leaves_the_rest_of_a_ring_to_the_next_poll() {
         assert_eq!(tags, [base, base + 1, base + 2]);
     }
 }
+
+/// More senders than the old one-word bitmap held (64) all reach one receiver, each
+/// message once and in order per sender: no sender waits for a channel while others
+/// hold theirs.
+#[test]
+fn a_hundred_senders_reach_one_endpoint() {
+    let ep = ShmEp::open(crate::geometry().unwrap(), tuning(false)).unwrap();
+    let mut rx = End {
+        tx: ep.sender(),
+        rx: ep.receiver(),
+        ep,
+    };
+    let to = resolve(&rx);
+    let mut senders: Vec<End> = (0..100).map(|_| end(false)).collect();
+    for round in 0..3u64 {
+        for (i, s) in senders.iter_mut().enumerate() {
+            let tag = (i as u64) << 8 | round;
+            send(s, &to, &tagged(tag, 8), &tag.to_le_bytes()).expect("a channel for every sender");
+        }
+    }
+    let got = drain(&mut rx);
+    assert_eq!(got.len(), 300);
+    let mut next = vec![0u64; 100];
+    for (h, _, b) in got {
+        let i = (h.tag >> 8) as usize;
+        assert_eq!(h.tag & 0xff, next[i], "in order per sender");
+        assert_eq!(b, h.tag.to_le_bytes());
+        next[i] += 1;
+    }
+    assert!(next.iter().all(|&n| n == 3));
+}
+
+/// A response to a peer in whose region no channel is free is neither refused nor
+/// dropped: it waits in the sender and goes out once a channel frees up.
+#[test]
+fn a_response_waits_for_a_channel_instead_of_being_dropped() {
+    let one = Geometry::new(1, 256).unwrap();
+    let ep = ShmEp::open(one, tuning(false)).unwrap();
+    let mut initiator = End {
+        tx: ep.sender(),
+        rx: ep.receiver(),
+        ep,
+    };
+    let mut target = end(false);
+    let mut blocker = end(false);
+    let to_initiator = resolve(&initiator);
+    // The blocker holds the initiator's only channel.
+    send(&mut blocker, &to_initiator, &tagged(1, 8), &[1; 8]).unwrap();
+    initiator
+        .ep
+        .expect_response(target.ep.name(), 0, 42, Op::Ack);
+    let r = Response {
+        op: Op::Ack,
+        tx_idx: 0,
+        req: 42,
+        status: 0,
+    };
+    respond(&mut target, initiator.ep.name(), &r, &[]).expect("a response is never refused");
+    let got = drain(&mut initiator);
+    assert_eq!(got.len(), 1, "only the blocker's message so far");
+    assert_eq!(got[0].0.tag, 1);
+    // The blocker leaves; the initiator frees its channel, and the target's next
+    // progress delivers the response.
+    drop(blocker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut acks = Vec::new();
+    while acks.is_empty() {
+        assert!(Instant::now() < deadline, "the response never arrived");
+        target.ep.flush(&mut target.tx);
+        acks = drain(&mut initiator);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0].0.op, Op::Ack as u8);
+    assert_eq!(acks[0].0.req, 42);
+}
