@@ -8,12 +8,13 @@ use crate::config::Config;
 use crate::cq::Reader;
 use crate::cq_format::Completion;
 use crate::error::{Error, Result};
+use crate::eventq::EqErrEntry;
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::matching::Matcher;
 use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
 use crate::ring::CqErrEntry;
-use crate::types::FiAddr;
+use crate::types::{Context, FiAddr};
 use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 
 use super::owned::RxReq;
@@ -175,11 +176,39 @@ impl<S: Config> EpInner<S> {
             len: len as u64,
             ..Header::default()
         };
-        // A peer that vanished cannot take its answer; nothing else is waiting for it.
-        let _ = self.sender.with(|tx| {
+        let r = self.sender.with(|tx| {
             self.transport
                 .reply(tx, src_name, &hdr, payload, S::Provider::resolve)
         });
+        self.response_sent(r, req.req);
+    }
+
+    /// The outcome of sending a response to request `req`. A peer that vanished cannot
+    /// take its answer, and nothing else waits for it; but a transport that refuses a
+    /// response breaks its contract (responses are never refused), and the initiator
+    /// would wait for ever: a bug, asserted in debug builds and reported as an error
+    /// event on the endpoint's EQ otherwise, never dropped in silence.
+    #[inline(always)]
+    pub(crate) fn response_sent(&self, r: Result<()>, req: u64) {
+        match r {
+            Ok(()) | Err(Error::HostUnreach | Error::AddrNotAvail) => {}
+            Err(e) => self.response_refused(e, req),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn response_refused(&self, e: Error, req: u64) {
+        debug_assert!(false, "the transport refused a response: {e}");
+        if let Some(eq) = self.eq.with(|q| q.clone()) {
+            eq.post_err(EqErrEntry {
+                fid_context: Context(0),
+                context: Context(0),
+                data: req,
+                err: Error::Io,
+                prov_errno: e.code(),
+            });
+        }
     }
 }
 

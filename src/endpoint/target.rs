@@ -308,10 +308,10 @@ impl<S: Config> EpInner<S> {
             req: req.req,
             status,
         };
-        // A peer that vanished cannot take its answer; nothing else is waiting for it.
-        let _ = self.sender.with(|tx| {
+        let res = self.sender.with(|tx| {
             self.transport
                 .respond(tx, src_name, &r, out, S::Provider::resolve)
         });
+        self.response_sent(res, req.req);
     }
 }

@@ -95,6 +95,8 @@ struct FarEp {
     fail_at: AtomicUsize,
     /// Atomic operands go remote too (a broken transport).
     remote_atomics: AtomicBool,
+    /// Responses are refused with `Again` (a transport breaking its contract).
+    refuse_responses: AtomicBool,
     /// Bytes receivers pulled from this endpoint's payloads.
     pulled: Arc<AtomicUsize>,
 }
@@ -146,6 +148,11 @@ impl Transport for FarEp {
         }
         let data = payload.concat();
         let op = Op::from_raw(hdr.op);
+        if self.refuse_responses.load(Ordering::Relaxed)
+            && matches!(op, Some(Op::Ack | Op::ReadResp | Op::AtomicResp))
+        {
+            return Err(Error::Again);
+        }
         let remote = data.len() >= self.remote_from.load(Ordering::Relaxed)
             && !matches!(op, Some(Op::ReadReq | Op::Ack))
             && (op != Some(Op::Atomic) || self.remote_atomics.load(Ordering::Relaxed));
@@ -289,6 +296,7 @@ impl Provider for Far {
             remote_from: AtomicUsize::new(usize::MAX),
             fail_at: AtomicUsize::new(usize::MAX),
             remote_atomics: AtomicBool::new(false),
+            refuse_responses: AtomicBool::new(false),
             pulled: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -1243,4 +1251,37 @@ fn atomic_entries_fall_back_to_the_generic_path() {
         assert_eq!((buf, old), (7u64.to_le_bytes(), fetched.to_le_bytes()));
         assert_eq!(mem, 8u64.to_le_bytes(), "{class:?}");
     }
+}
+
+/// A refused response is the transport's bug: asserted in debug builds, never dropped
+/// in silence.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "refused a response")]
+fn a_refused_response_is_asserted() {
+    let (a, b, b_at_a, _) = pair();
+    b.far().refuse_responses.store(true, Ordering::Relaxed);
+    let mut m = [0u8; 8];
+    let mr = b.domain.mr_reg(&mut m[..], &mr_attr(0x11)).unwrap();
+    a.ep.write(&[1; 8], b_at_a, mr.remote_addr(), mr.key(), Context(1))
+        .unwrap();
+    b.domain.progress();
+}
+
+/// In release builds the refusal reaches the target endpoint's EQ as an error event.
+#[test]
+#[cfg(not(debug_assertions))]
+fn a_refused_response_is_reported_on_the_eq() {
+    let (a, b, b_at_a, _) = pair();
+    let eq = b.domain.eq(&EqAttr::default()).unwrap();
+    b.ep.bind_eq(&eq).unwrap();
+    b.far().refuse_responses.store(true, Ordering::Relaxed);
+    let mut m = [0u8; 8];
+    let mr = b.domain.mr_reg(&mut m[..], &mr_attr(0x11)).unwrap();
+    a.ep.write(&[1; 8], b_at_a, mr.remote_addr(), mr.key(), Context(1))
+        .unwrap();
+    b.domain.progress();
+    let e = eq.read_err(false).unwrap();
+    assert_eq!(e.err, Error::Io);
+    assert_eq!(e.prov_errno, Error::Again.code());
 }

@@ -309,7 +309,8 @@ impl Region {
             self.map
                 .populate_range(self.geo.ring(c), self.geo.ring_bytes());
             self.copy_in(ctl + CTL_NAME, me);
-            self.atomic(ctl + CTL_STATE).store(CH_OPEN, Ordering::Relaxed);
+            self.atomic(ctl + CTL_STATE)
+                .store(CH_OPEN, Ordering::Relaxed);
             self.atomic(ctl + CTL_OWNER)
                 .store(my_nonce, Ordering::Release);
             self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);

@@ -275,13 +275,7 @@ impl Mapping {
         }
         let len = len.min(self.len - off);
         // SAFETY: advice on a range of this live mapping; populating changes no byte.
-        unsafe {
-            libc::madvise(
-                self.ptr().add(off).cast(),
-                len,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
+        unsafe { libc::madvise(self.ptr().add(off).cast(), len, libc::MADV_POPULATE_WRITE) };
     }
 
     /// Gives the pages of `len` bytes at `off` (page-aligned, clipped to the mapping)

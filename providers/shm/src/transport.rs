@@ -359,8 +359,7 @@ impl ShmEp {
         let i = match tx.channel(to) {
             Ok(i) => i,
             Err(Error::Again) if is_response(hdr.op) => {
-                tx.orphans
-                    .push_back((to.clone(), *hdr, payload.concat()));
+                tx.orphans.push_back((to.clone(), *hdr, payload.concat()));
                 self.shared.spilled.store(true, Ordering::Relaxed);
                 return Ok(());
             }
