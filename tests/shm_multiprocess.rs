@@ -407,6 +407,44 @@ where
 
 const FLOOD: u64 = 20_000;
 
+/// Large messages the large flood sends, and their size.
+const BIG_FLOOD: u64 = 80;
+const BIG: usize = 16 << 20;
+
+/// Sends [`BIG_FLOOD`] messages of [`BIG`] bytes as fast as it can, retrying on EAGAIN.
+fn role_big_flood<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = connect(ctl, &n);
+    let mut again = 0u64;
+    let mut buf = vec![0u8; BIG];
+    for i in 0..BIG_FLOOD {
+        buf[..8].copy_from_slice(&i.to_le_bytes());
+        buf[BIG - 8..].copy_from_slice(&(!i).to_le_bytes());
+        loop {
+            match n.ep.tsend(&buf, peer, i, Context(i as usize)) {
+                Ok(()) => break,
+                Err(Error::Again) => {
+                    if again == 0 {
+                        ctl.report(&format!("BLOCKED {i}"));
+                    }
+                    again += 1;
+                    n.domain.progress();
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("big flood send {i}: {e}"),
+            }
+        }
+    }
+    for _ in 0..BIG_FLOOD {
+        next(&n).expect("send completion");
+    }
+    ctl.report(&format!("SENT {again}"));
+    ctl.expect("BYE");
+}
+
 /// Rendezvous sizes (the smallest rendezvous payload and larger).
 const RNDV_SIZES: &[usize] = &[fabric_shm::RNDV_MIN, 1 << 20, 16 << 20];
 
@@ -525,6 +563,7 @@ fn child_entry() {
         "drive_rma" => with_stack!(stack.as_str(), role_drive_rma, &ctl),
         "hold" => with_stack!(stack.as_str(), role_hold, &ctl),
         "flood" => with_stack!(stack.as_str(), role_flood, &ctl),
+        "big_flood" => with_stack!(stack.as_str(), role_big_flood, &ctl),
         "rndv_send" => with_stack!(stack.as_str(), role_rndv_send, &ctl),
         "late_recv" => with_stack!(stack.as_str(), role_late_recv, &ctl),
         "rndv_to_dying" => with_stack!(stack.as_str(), role_rndv_to_dying, &ctl),
@@ -734,6 +773,66 @@ fn flood_backpressure_then_all_delivered() {
     assert_eq!(n.cq.read(&mut e), Err(Error::Again));
     kid.say("BYE");
     kid.finish();
+}
+
+/// Large unexpected messages do not grow the receiver without bound: past
+/// [`fabric::endpoint::UNEXPECTED_BYTES`] they stay with the sender, which sees EAGAIN,
+/// and all arrive intact once receives are posted.
+#[test]
+fn large_flood_is_bounded_then_all_delivered() {
+    type S = Stack<Shm>;
+    let mut kid = Kid::spawn("big_flood", "default", &[]);
+    let n = node::<S>();
+    let name = unhex(&kid.expect("NAME"));
+    let peer = n.av.insert(&name).unwrap();
+    kid.say(&format!("PEER {}", hex(&n.ep.name())));
+    let rss0 = rss_kib();
+    let blocked_at: u64 = loop {
+        n.domain.progress();
+        if let Ok(l) = kid.lines.try_recv() {
+            break l
+                .strip_prefix("BLOCKED")
+                .unwrap_or_else(|| panic!("expected BLOCKED, got {l}"))
+                .trim()
+                .parse()
+                .unwrap();
+        }
+    };
+    assert!(blocked_at < BIG_FLOOD, "the sender never saw EAGAIN");
+    for _ in 0..10_000 {
+        n.domain.progress();
+    }
+    let grown = rss_kib().saturating_sub(rss0);
+    let bound = (fabric::endpoint::UNEXPECTED_BYTES + BIG) as u64 / 1024 + 32 * 1024;
+    assert!(
+        grown < bound,
+        "receiver grew by {grown} KiB while flooded (bound {bound} KiB)"
+    );
+    let mut buf = vec![0u8; BIG];
+    for i in 0..BIG_FLOOD {
+        // SAFETY: `buf` is read only after this receive's completion.
+        unsafe { n.ep.trecv(&mut buf, peer, i, 0, Context(1)).unwrap() };
+        let e = next(&n).expect("receive");
+        assert_eq!((e.tag, e.len), (i, BIG));
+        assert_eq!(buf[..8], i.to_le_bytes(), "message {i}");
+        assert_eq!(buf[BIG - 8..], (!i).to_le_bytes(), "message {i}");
+    }
+    let again: u64 = kid.expect("SENT").parse().unwrap();
+    assert!(again > 0);
+    kid.say("BYE");
+    kid.finish();
+}
+
+/// This process's resident memory, in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
 }
 
 /// Rendezvous sends to a receiver that posts (and polls) only after they returned: the

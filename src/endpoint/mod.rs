@@ -37,6 +37,7 @@ use crate::wire::{Eager, Header, Op, Response};
 pub use data::{AtomicMsg, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut};
 pub use owned::RmaIov;
 pub use rx::MAX_UNEXPECTED;
+pub use state::UNEXPECTED_BYTES;
 pub use state::{DEFAULT_MIN_MULTI_RECV, DEFAULT_QUEUE_SIZE};
 
 pub(crate) use owned::{OwnedTx, RxReq};

@@ -92,7 +92,7 @@ impl<S: Config> EpInner<S> {
                 };
                 let done =
                     complete_unexpected(bind, cntr_recv, &mut p, &u, r.tagged, *min_multi_recv);
-                pool.push(u.buf);
+                pool.recycle(u.buf);
                 if done {
                     return Ok(());
                 }
@@ -267,11 +267,12 @@ fn deliver_msg<S: Config, R: Pull>(
         if let Some(failed) = delivered {
             return Some(failed);
         }
-        if m.unexpected_len() >= MAX_UNEXPECTED {
+        if m.unexpected_len() >= MAX_UNEXPECTED || !pool.has_room(payload.len()) {
             return None;
         }
-        let mut buf = pool.pop().unwrap_or_default();
+        let mut buf = pool.take();
         let failed = !stash(&mut buf, payload, S::Provider::MAX_MSG_SIZE);
+        pool.hold(&buf);
         m.push_unexpected(
             mtag,
             src,
@@ -545,7 +546,7 @@ fn peek_claim<S: Config>(
             if flags.contains(OpFlags::CLAIM) {
                 st.claimed.push((r.ctx, u));
             } else {
-                st.pool.push(u.buf);
+                st.pool.recycle(u.buf);
             }
         } else if let Some(u) = st.tagged.unexpected(uid) {
             report(st, u, u.buf.len());
@@ -561,7 +562,7 @@ fn peek_claim<S: Config>(
     let (_, u) = st.claimed.remove(pos);
     if flags.contains(OpFlags::DISCARD) {
         report(st, &u, 0);
-        st.pool.push(u.buf);
+        st.pool.recycle(u.buf);
         return Ok(());
     }
     let mut p = PostedRecv {
@@ -579,6 +580,6 @@ fn peek_claim<S: Config>(
         ..
     } = st;
     complete_unexpected(bind, cntr_recv, &mut p, &u, true, *min_multi_recv);
-    pool.push(u.buf);
+    pool.recycle(u.buf);
     Ok(())
 }

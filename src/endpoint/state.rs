@@ -244,8 +244,69 @@ pub(crate) struct RxState<S: Config> {
     pub(crate) min_multi_recv: usize,
     /// Messages claimed with `FI_PEEK | FI_CLAIM`, by the claiming context.
     pub(crate) claimed: Vec<(Context, Unexp)>,
-    /// Recycled unexpected-message buffers: no allocation in steady state.
-    pub(crate) pool: Vec<Vec<u8>>,
+    /// Unexpected-message buffers: recycled, and bounded in bytes.
+    pub(crate) pool: UnexpBufs,
+}
+
+/// Most bytes of unexpected messages one receive context buffers before arrivals are
+/// held back in the transport (which then pushes back on senders): a flood of large
+/// sends with no receive posted costs the receiver this much, not the flood.
+pub const UNEXPECTED_BYTES: usize = 64 << 20;
+/// Largest buffer kept for reuse after its message was received: a large unexpected
+/// message's buffer goes back to the system.
+const POOL_BUF_MAX: usize = 64 << 10;
+/// Most buffers kept for reuse.
+const POOL_MAX: usize = 256;
+
+/// The buffers of a receive context's unexpected messages: those in use, counted in
+/// bytes against [`UNEXPECTED_BYTES`], and small ones recycled so that steady traffic
+/// allocates nothing.
+#[derive(Default)]
+pub(crate) struct UnexpBufs {
+    free: Vec<Vec<u8>>,
+    held: usize,
+}
+
+impl UnexpBufs {
+    /// Whether a message of `len` bytes may be buffered now: always when none is (so
+    /// any message can be received), else within [`UNEXPECTED_BYTES`].
+    #[inline]
+    pub(crate) fn has_room(&self, len: usize) -> bool {
+        self.held == 0 || self.held.saturating_add(len) <= UNEXPECTED_BYTES
+    }
+
+    /// A buffer to fill (a recycled one when there is one).
+    #[inline]
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        self.free.pop().unwrap_or_default()
+    }
+
+    /// Counts `buf`, now filled with an unexpected message, as held.
+    #[inline]
+    pub(crate) fn hold(&mut self, buf: &[u8]) {
+        self.held += buf.len();
+    }
+
+    /// Gives back the buffer of a message that was received or discarded.
+    #[inline]
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
+        self.held = self.held.saturating_sub(buf.len());
+        if buf.capacity() <= POOL_BUF_MAX && self.free.len() < POOL_MAX {
+            self.free.push(buf);
+        }
+    }
+
+    /// Buffers kept for reuse.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Bytes of unexpected messages buffered.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
 }
 
 /// A transmit context (an endpoint's own, a scalable endpoint's, or a shared one).
@@ -301,7 +362,7 @@ impl<S: Config> RxCtx<S> {
                 size,
                 min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 claimed: Vec::new(),
-                pool: Vec::new(),
+                pool: UnexpBufs::default(),
             }),
         })
     }
