@@ -319,12 +319,16 @@ impl Region {
         None
     }
 
-    /// Whether channel `c` is claimed and its claimer's name published (receiver
-    /// side): the claim word and the owner word agree, and are not 0.
-    pub fn claimed(&self, c: usize) -> bool {
+    /// The claim of channel `c` once its claimer's name is published (receiver side):
+    /// the claimer's nonce when the claim word and the owner word agree, else 0.
+    pub fn claimed(&self, c: usize) -> u64 {
         let ctl = self.geo.ctl(c);
         let claim = self.atomic(ctl + CTL_CLAIM).load(Ordering::Acquire);
-        claim != 0 && self.atomic(ctl + CTL_OWNER).load(Ordering::Acquire) == claim
+        if claim != 0 && self.atomic(ctl + CTL_OWNER).load(Ordering::Acquire) == claim {
+            claim
+        } else {
+            0
+        }
     }
 
     /// Frees channel `c` (receiver side, once it is drained and closing): its ring's
@@ -574,11 +578,11 @@ mod tests {
         let a = p.claim(&me, 1).unwrap();
         let b = p.claim(&me, 2).unwrap();
         assert_ne!(a, b);
-        assert!(r.claimed(a) && r.claimed(b));
+        assert_eq!((r.claimed(a), r.claimed(b)), (1, 2));
         assert_eq!(r.active(), gen0 + 2);
         assert_eq!(r.chan_name(b), me);
         r.unclaim(a);
-        assert!(!r.claimed(a));
+        assert_eq!(r.claimed(a), 0);
         assert_eq!(r.active(), gen0 + 3);
         let others: Vec<_> = (3..6).map(|n| p.claim(&me, n).unwrap()).collect();
         assert!(others.contains(&a), "a freed channel is claimed again");

@@ -189,6 +189,8 @@ pub struct ShmTx {
 
 struct RxChan {
     c: usize,
+    /// The claim this channel was adopted under (the claimer's nonce).
+    claim: u64,
     /// Channel `c`'s place in our region, worked out once.
     at: Chan,
     head: u64,
@@ -1438,16 +1440,20 @@ impl ShmRx {
     #[cold]
     fn adopt(&mut self, active: u64) {
         let r = &self.shared.region;
-        self.chans.retain(|ch| r.claimed(ch.c));
+        // A channel freed and claimed again since is another sender's: dropped here,
+        // adopted afresh below.
+        self.chans.retain(|ch| r.claimed(ch.c) == ch.claim);
         let mut have = vec![false; r.geometry().nchan];
         for ch in &self.chans {
             have[ch.c] = true;
         }
-        for c in 0..r.geometry().nchan {
-            if !have[c] && r.claimed(c) {
+        for (c, had) in have.into_iter().enumerate() {
+            let claim = r.claimed(c);
+            if !had && claim != 0 {
                 let head = r.chan_head(c).load(Ordering::Acquire);
                 self.chans.push(RxChan {
                     c,
+                    claim,
                     at: r.chan(c),
                     head,
                     published: head,
@@ -1471,20 +1477,29 @@ impl ShmRx {
         self.last_check = now;
         let r = &self.shared.region;
         let mut freed = false;
-        for ch in &self.chans {
+        self.chans.retain(|ch| {
             let closing = r.chan_state(ch.c).load(Ordering::Acquire) == CH_CLOSING;
-            let sender_gone =
-                closing || ch.broken || peer::resolve(&ch.src).map(|p| p.gone()).unwrap_or(true);
+            // Only a sender known to be gone loses its channel: one that cannot be
+            // resolved for another reason (out of descriptors, say) may still be
+            // writing to it.
+            let sender_gone = closing
+                || ch.broken
+                || match peer::resolve(&ch.src) {
+                    Ok(p) => p.gone(),
+                    Err(e) => e == Error::AddrNotAvail,
+                };
             if !sender_gone {
-                continue;
+                return true;
             }
             let off = r.cell_off(ch.c, ch.head);
             let ready = r.cell_word(off).load(Ordering::Acquire) as u32 == cell::stamp(ch.head);
-            if !ready || ch.broken {
-                r.unclaim(ch.c);
-                freed = true;
+            if ready && !ch.broken {
+                return true;
             }
-        }
+            r.unclaim(ch.c);
+            freed = true;
+            false
+        });
         if freed {
             let active = r.active();
             self.adopt(active);
