@@ -139,9 +139,61 @@ fn role_drive_echo<S: Config>(ctl: &Ctl)
 where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
 {
-    let mut buf = vec![0u8; 4 << 20];
     let n = node::<S>();
     let peer = connect(ctl, &n);
+    drive_echo(ctl, &n, peer);
+}
+
+/// Tries to resize every shared file of the peer through `/proc/<pid>/fd/<n>`, as any
+/// process of the user can, reports how many attempts were refused and how many
+/// succeeded, then runs `drive_echo` against it: its rings and staging files must
+/// still work.
+fn role_truncate_then_drive_echo<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    use std::os::fd::AsRawFd;
+    let n = node::<S>();
+    ctl.report(&format!("NAME {}", hex(&n.ep.name())));
+    let raw = unhex(&ctl.expect("PEER"));
+    let pid = fabric_shm::name::Name::decode(&raw).unwrap().pid;
+    let peer = n.av.insert(&raw).expect("av insert");
+    let (mut refused, mut done) = (0, 0);
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let path = e.unwrap().path();
+        let is_ours = std::fs::read_link(&path)
+            .is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:fabric-shm"));
+        if !is_ours {
+            continue;
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        for len in [1 << 30, 0] {
+            // SAFETY: a plain syscall on a descriptor we own.
+            if unsafe { libc::ftruncate(f.as_raw_fd(), len) } == 0 {
+                done += 1;
+            } else {
+                assert_eq!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::EPERM)
+                );
+                refused += 1;
+            }
+        }
+    }
+    ctl.report(&format!("TRUNCATE {refused} {done}"));
+    drive_echo(ctl, &n, peer);
+}
+
+/// Sends every message of [`SIZES`] to `peer` (an echo) and checks the echo.
+fn drive_echo<S: Config>(ctl: &Ctl, n: &Node<S>, peer: FiAddr)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let mut buf = vec![0u8; 4 << 20];
     for (i, &size) in SIZES.iter().enumerate() {
         for tagged in [false, true] {
             let tag = i as u64 * 2 + tagged as u64;
@@ -172,7 +224,7 @@ where
             let mut got_send = false;
             let mut got_recv = false;
             while !(got_send && got_recv) {
-                let e = next(&n).expect("completion");
+                let e = next(n).expect("completion");
                 if e.op_context == Context(4) {
                     got_send = true;
                 } else {
@@ -521,6 +573,9 @@ fn child_entry() {
     match role.as_str() {
         "echo" => with_stack!(stack.as_str(), role_echo, &ctl),
         "drive_echo" => with_stack!(stack.as_str(), role_drive_echo, &ctl),
+        "truncate_then_drive_echo" => {
+            with_stack!(stack.as_str(), role_truncate_then_drive_echo, &ctl)
+        }
         "rma_target" => with_stack!(stack.as_str(), role_rma_target, &ctl),
         "drive_rma" => with_stack!(stack.as_str(), role_drive_rma, &ctl),
         "hold" => with_stack!(stack.as_str(), role_hold, &ctl),
@@ -550,6 +605,38 @@ fn echo_across_processes_every_stack() {
 fn echo_across_processes_bounce_buffers() {
     for stack in ["default", "safe_auto"] {
         run_pair("echo", "drive_echo", stack, &[("FABRIC_SHM_CMA", "0")]);
+    }
+}
+
+/// A process of the same user that truncates (or grows) an endpoint's region and
+/// staging files through `/proc/<pid>/fd/<n>` is refused (`EPERM`: the files are
+/// sealed at their size), and the endpoint keeps working: every message of every
+/// size crosses both ways afterwards. With files that can be resized, the next access
+/// of either side's mapping raised `SIGBUS`.
+#[test]
+fn truncating_a_peers_files_is_refused() {
+    for env in [&[][..], &[("FABRIC_SHM_CMA", "0")][..]] {
+        let mut a = Kid::spawn("echo", "default", env);
+        let mut b = Kid::spawn("truncate_then_drive_echo", "default", env);
+        let na = a.expect("NAME");
+        let nb = b.expect("NAME");
+        a.say(&format!("PEER {nb}"));
+        b.say(&format!("PEER {na}"));
+        let counts = b.expect("TRUNCATE");
+        let (refused, done) = counts.split_once(' ').unwrap();
+        let (refused, done): (usize, usize) = (refused.parse().unwrap(), done.parse().unwrap());
+        // Both sides first finish their work (or show how they died), then the counts.
+        for kid in [&mut b, &mut a] {
+            if kid.lines.recv_timeout(DEADLINE).as_deref() != Ok("DONE") {
+                let _ = kid.child.kill();
+                panic!("a side did not finish: {:?}", kid.child.wait());
+            }
+        }
+        a.finish();
+        b.finish();
+        // Region, near staging file, directory (and the far file without CMA), twice.
+        assert!(refused >= 6, "{refused} attempts refused, env {env:?}");
+        assert_eq!(done, 0, "{done} resizes succeeded, env {env:?}");
     }
 }
 

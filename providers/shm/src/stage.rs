@@ -44,7 +44,7 @@ use crate::name::NAME_LEN;
 use crate::peer::PeerRegion;
 use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
 use crate::rndv;
-use crate::sys::{self, Mapping};
+use crate::sys::{self, Mapping, ReadOnlyMapping};
 use crate::transport::EpShared;
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
@@ -385,23 +385,61 @@ pub(crate) fn copy_range(
     }
 }
 
-/// A sender's staging file mapped by a receiver.
+/// A sender's staging file mapped by a receiver: read-only, since the receiver only
+/// reads it (progress words and payloads), and only once the file is sealed at its
+/// size, so that neither its owner nor anyone else can truncate it under the mapping.
 pub struct StageMap {
-    map: Mapping,
+    map: ReadOnlyMapping,
 }
 
 impl StageMap {
     /// Maps staging file `i` that `peer` published.
     pub fn open(peer: &PeerRegion, i: usize) -> Result<StageMap> {
         let (fd, len) = peer.region.stage(i).ok_or(Error::Io)?;
-        let fd = sys::open_peer_fd(peer.name.pid, fd)?;
+        Self::open_fd(peer.name.pid, fd, len, POPULATED[i])
+    }
+
+    /// Maps `len` bytes of descriptor `fd` of process `pid`, the first `populate` of
+    /// them at once.
+    pub(crate) fn open_fd(pid: u32, fd: u32, len: u64, populate: usize) -> Result<StageMap> {
+        let fd = sys::open_peer_fd_read_only(pid, fd)?;
+        sys::require_sealed(&fd)?;
         let len = usize::try_from(len).map_err(|_| Error::Io)?;
         if sys::file_size(&fd)? < len {
             return Err(Error::Io);
         }
-        let map = Mapping::new(&fd, len)?;
-        map.populate(POPULATED[i]);
+        let map = ReadOnlyMapping::new(&fd, len)?;
+        map.populate(populate);
         Ok(StageMap { map })
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Copies `dst.len()` bytes of the payload at `at` (behind its progress line,
+    /// whose `len` bytes in all the sender publishes as it copies them), from payload
+    /// offset `off` on, each piece once the sender published it. `gone` says whether
+    /// the sender died, asked only once it stalls.
+    fn copy_out(
+        &self,
+        at: usize,
+        len: usize,
+        off: usize,
+        dst: &mut [u8],
+        gone: impl Fn() -> bool,
+    ) -> Result<()> {
+        let progress = || self.map.load(at - PROGRESS, Ordering::Acquire);
+        let end = off + dst.len();
+        let mut done = off;
+        while done < end {
+            let ready = wait_ready(progress, done, len, &gone)?.min(end);
+            self.map
+                .copy_out(at + done, &mut dst[done - off..ready - off]);
+            done = ready;
+        }
+        Ok(())
     }
 }
 
@@ -488,9 +526,12 @@ impl RingPull {
         let end = off + dst.len();
         let mut done = off;
         while done < end {
-            let ready = wait_ready(progress, done, len, || {
-                crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone())
-            })?
+            let ready = wait_ready(
+                || progress.load(Ordering::Acquire),
+                done,
+                len,
+                || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
+            )?
             .min(end);
             dst[done - off..ready - off].copy_from_slice(r.bytes(body + done, ready - done));
             done = ready;
@@ -515,8 +556,8 @@ impl Staged {
                 // The payload follows its progress line.
                 if off < PROGRESS
                     || !off.is_multiple_of(8)
-                    || off > map.map.len()
-                    || len > map.map.len() - off
+                    || off > map.len()
+                    || len > map.len() - off
                 {
                     return Err(Error::Io);
                 }
@@ -643,10 +684,11 @@ impl Staged {
 const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Waits until a sender copied more than `past` bytes of a payload of `len` (published
-/// in `progress`), and returns how many it copied (at most `len`). `Err(Io)` when the
-/// sender makes no progress for [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
+/// in the word `progress` loads with acquire ordering), and returns how many it copied
+/// (at most `len`). `Err(Io)` when the sender makes no progress for
+/// [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
 fn wait_ready(
-    progress: &std::sync::atomic::AtomicU64,
+    progress: impl Fn() -> u64,
     past: usize,
     len: usize,
     gone: impl Fn() -> bool,
@@ -655,7 +697,7 @@ fn wait_ready(
     let mut stall: Option<(u64, std::time::Instant)> = None;
     let mut n = 0u32;
     loop {
-        let p = progress.load(Ordering::Acquire);
+        let p = progress();
         if p as usize > past {
             return Ok((p as usize).min(len));
         }
@@ -708,19 +750,9 @@ impl Staged {
                 // Bounds were checked against the mapping in `new`; the sender may
                 // still be copying: each piece is taken once its progress word says
                 // it is there.
-                let map = &Self::map(&self.peer, self.desc.file())?.map;
+                let map = Self::map(&self.peer, self.desc.file())?;
                 let at = self.desc.addr as usize;
-                let progress = map.word(at - PROGRESS);
-                let end = off + dst.len();
-                let mut done = off;
-                while done < end {
-                    let ready =
-                        wait_ready(progress, done, self.len, || self.peer.process_gone())?.min(end);
-                    dst[done - off..ready - off]
-                        .copy_from_slice(map.bytes(at + done, ready - done));
-                    done = ready;
-                }
-                Ok(())
+                map.copy_out(at, self.len, off, dst, || self.peer.process_gone())
             }
         }
     }

@@ -1038,3 +1038,38 @@ fn a_sated_reader_leaves_the_rest_of_a_ring_to_the_next_poll() {
         assert_eq!(tags, [base, base + 1, base + 2]);
     }
 }
+
+/// Every file peers map refuses to shrink or grow (`EPERM`), through the owner's
+/// descriptor or through `/proc` as any process of the user would open it: the
+/// region, both staging files, and (in their own modules' tests) the directory and
+/// mapped segments. Large payloads still cross afterwards.
+#[test]
+fn files_peers_map_cannot_be_resized() {
+    use crate::sys::tests::truncate;
+    use std::os::fd::AsRawFd;
+    // Without cross-memory attach: the far staging file exists as well.
+    let mut a = end(false);
+    let mut b = end(false);
+    let region = crate::name::Name::decode(a.ep.name()).unwrap().fd;
+    let near = a.ep.region().stage(0).expect("near staging file").0;
+    let far = a.ep.region().stage(1).expect("far staging file").0;
+    for fd in [region, near, far] {
+        let other = crate::sys::open_peer_fd(crate::sys::getpid(), fd).unwrap();
+        for len in [0, 4096, 1 << 30] {
+            assert_eq!(truncate(fd as i32, len), Err(libc::EPERM), "fd {fd}");
+            assert_eq!(
+                truncate(other.as_raw_fd(), len),
+                Err(libc::EPERM),
+                "fd {fd}"
+            );
+        }
+    }
+    let to_b = resolve(&b);
+    for (i, len) in [100_000usize, 2 << 20].into_iter().enumerate() {
+        let body: Vec<u8> = (0..len).map(|x| (x * 7 + i) as u8).collect();
+        send(&mut a, &to_b, &tagged(i as u64, len), &body).unwrap();
+        let got = drain(&mut b);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].2 == body, "payload of {len} bytes differs");
+    }
+}
