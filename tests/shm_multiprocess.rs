@@ -608,6 +608,25 @@ fn echo_across_processes_bounce_buffers() {
     }
 }
 
+/// Where the kernel refuses cross-memory attach between the two processes although
+/// each may read itself (Yama's `ptrace_scope = 1` between siblings, simulated by
+/// the provider's test hook), every message still arrives intact both ways: 64 KiB,
+/// 1 MiB and 4 MiB ones by rendezvous and staged privately (a rendezvous minimum
+/// beyond every size), each falling back to the sender's shared files for that peer.
+#[test]
+fn large_messages_cross_where_the_kernel_refuses_cma() {
+    let deny = ("FABRIC_SHM_TEST_CMA_DENY", "others");
+    for stack in ["default", "safe_auto"] {
+        run_pair("echo", "drive_echo", stack, &[deny]);
+    }
+    run_pair(
+        "echo",
+        "drive_echo",
+        "default",
+        &[deny, ("FABRIC_SHM_RNDV_MIN", "1073741824")],
+    );
+}
+
 /// A process of the same user that truncates (or grows) an endpoint's region and
 /// staging files through `/proc/<pid>/fd/<n>` is refused (`EPERM`: the files are
 /// sealed at their size), and the endpoint keeps working: every message of every

@@ -19,7 +19,10 @@
 //! payloads are staged once by the sender and copied by the receiver straight into
 //! their destination: up to 1 MiB from a small staging file the receiver maps, beyond
 //! that with `process_vm_readv` from the sender's private memory (or, where the kernel
-//! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). A sender
+//! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). The
+//! kernel's ptrace policy (Yama) may refuse a peer the reads our own probe was allowed:
+//! such a refusal is learned per peer, and that peer's payloads then go through the
+//! sender's shared files, a rendezvous too (see `rndv`), so no message fails for it. A sender
 //! writes its staging files with non-temporal stores instead of ordinary ones while
 //! its own copies show that the receiver's core does not share its cache (cores on two
 //! dies): the receiver then streams the payload from memory instead of pulling every

@@ -7,9 +7,12 @@
 //!   call per message;
 //! - private buffers read with cross-memory attach (`process_vm_readv`, when the
 //!   start-up probe works), for larger payloads or when the near file is full, so
-//!   large data never takes shared memory;
-//! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
-//!   refuses the probe), sparse, mapped by the receiver on first use.
+//!   large data never takes shared memory; only for a receiver seen to read our
+//!   memory (a rendezvous read showed it, see `rndv`), since a ptrace policy may
+//!   refuse it the reads that our own probe was allowed;
+//! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, the kernel refuses
+//!   the probe, or a receiver not known to read our memory), sparse, sized once when
+//!   made, mapped by the receiver on first use.
 //!
 //! In a staging file, each payload follows a line holding its progress word: the
 //! sender copies the [`FIRST`] bytes, sends the packet, then copies the rest a chunk at
@@ -41,7 +44,7 @@ use fabric::{Error, Pull, Result};
 use crate::bypass::{self, Chooser, Stores};
 use crate::cell::{Desc, STREAM_BODY, STREAM_PROGRESS};
 use crate::name::NAME_LEN;
-use crate::peer::PeerRegion;
+use crate::peer::{CmaReads, PeerRegion};
 use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
 use crate::rndv;
 use crate::sys::{self, Mapping, ReadOnlyMapping};
@@ -115,7 +118,8 @@ impl File {
 
 /// A sender's staging slots.
 pub struct Stage {
-    /// Near file (always), far file (only without cross-memory attach).
+    /// Near file (always), far file (from the start without cross-memory attach, else
+    /// made for the first large payload to a receiver not known to read our memory).
     files: [Option<File>; 2],
     cma: bool,
     slots: Vec<Slot>,
@@ -173,11 +177,17 @@ impl Stage {
         len: usize,
     ) -> Result<(Desc, Option<Fill>)> {
         self.reclaim(own, false);
-        let placed = match self.place(len) {
+        // Private memory only for a receiver seen to read ours: the kernel may refuse
+        // it, and nobody would be left to stage the payload again once we returned.
+        let private = self.cma && peer.cma_reads() == CmaReads::Yes;
+        if !private && len > NEAR_MAX && self.files[1].is_none() {
+            self.files[1] = Some(File::new(own, 1, FAR_BYTES)?);
+        }
+        let placed = match self.place(len, private) {
             Some(p) => p,
             None => {
                 self.reclaim(own, true);
-                self.place(len).ok_or(Error::Again)?
+                self.place(len, private).ok_or(Error::Again)?
             }
         };
         let (s, file, off) = placed;
@@ -256,14 +266,15 @@ impl Stage {
     }
 
     /// Where a payload of `len` bytes goes: (slot, staging file or private, offset of
-    /// its extent, which starts with the progress line).
-    fn place(&self, len: usize) -> Option<(usize, Option<usize>, usize)> {
+    /// its extent, which starts with the progress line). Private memory only if
+    /// `private` allows it.
+    fn place(&self, len: usize, private: bool) -> Option<(usize, Option<usize>, usize)> {
         let s = self.slots.iter().position(|s| !s.busy)?;
         if len <= NEAR_MAX {
             // Waiting for room near beats a system call per message.
             return self.near(PROGRESS + len).map(|off| (s, Some(0), off));
         }
-        if self.cma {
+        if private {
             if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
                 return None;
             }
@@ -601,6 +612,17 @@ impl Staged {
                 } else {
                     sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst)
                 };
+                let mark = self.peer.region.rndv_help(slot, 3);
+                if res == Err(Error::Access) {
+                    // The kernel refuses us the sender's memory: the sender, seeing the
+                    // mark, stages the payload in its shared file.
+                    mark.store(rndv::READ_REFUSED, Ordering::Relaxed);
+                    rndv::release_read(w, gen, false);
+                    return self.read_withdrawn(w, off, dst);
+                }
+                if res.is_ok() {
+                    mark.store(rndv::READ_OK, Ordering::Relaxed);
+                }
                 let mut complete = false;
                 if res.is_ok() && off == self.next.get() {
                     self.next.set(off + dst.len());
@@ -609,13 +631,69 @@ impl Staged {
                 rndv::release_read(w, gen, complete);
                 res
             }
-            rndv::Claim::Staged => {
-                // Ordered by the claim's acquire of STAGED, which the sender published
-                // after the address.
-                let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
-                sys::cma_read(pid, at.wrapping_add(off as u64), dst)
-            }
+            rndv::Claim::Staged => self.read_staged(off, dst),
             rndv::Claim::Refused => Err(Error::Io),
+        }
+    }
+
+    /// A read of a withdrawn rendezvous payload (its state seen `STAGED`): from the
+    /// sender's private copy, or from its shared file.
+    fn read_staged(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let slot = self.desc.slot as usize;
+        // Ordered by the acquire of STAGED, which the sender published after the
+        // address.
+        let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
+        let Some((fd, start)) = rndv::file_of(at) else {
+            return sys::cma_read(self.peer.name.pid, at.wrapping_add(off as u64), dst);
+        };
+        let (mapped, map) = self
+            .peer
+            .rndv_file
+            .get_or_init(|| {
+                StageMap::open_fd(self.peer.name.pid, fd, rndv::FILE_BYTES as u64, 0)
+                    .map(|m| (fd, m))
+            })
+            .as_ref()
+            .map_err(|e| *e)?;
+        // One file for the life of the sender's endpoint; anything else is garbage.
+        if *mapped != fd || start > map.len() || self.len > map.len() - start {
+            return Err(Error::Io);
+        }
+        // Written whole before the sender published STAGED.
+        map.map.copy_out(start + off, dst);
+        Ok(())
+    }
+
+    /// After a refused read was given back: waits until the sender withdrew the
+    /// payload, then reads it from there. `Err(Io)` if the sender dies first, or does
+    /// not withdraw within [`PROGRESS_LIMIT`] (a live sender does at once).
+    fn read_withdrawn(
+        &self,
+        w: &std::sync::atomic::AtomicU64,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut check = start + HELP_LIVENESS;
+        let mut n = 0u32;
+        loop {
+            match rndv::withdrawn(w, self.desc.gen) {
+                Some(true) => return self.read_staged(off, dst),
+                Some(false) => {}
+                None => return Err(Error::Io),
+            }
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(256) {
+                let now = std::time::Instant::now();
+                if now >= check {
+                    if self.peer.process_gone() || now - start >= PROGRESS_LIMIT {
+                        return Err(Error::Io);
+                    }
+                    check = now + HELP_LIVENESS;
+                }
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
         }
     }
 }
