@@ -188,6 +188,50 @@ where
     drive_echo(ctl, &n, peer);
 }
 
+/// The address space this process has mapped (`VmSize`), in bytes.
+fn vm_size() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+/// Opens endpoints (of the geometry the environment asks for) under an address-space
+/// limit a little above what the process maps, until one is refused; reports how many
+/// opened and the error. A process that aborted on the exhausted memory reports
+/// nothing.
+fn role_open_until_refused<S: Config>(ctl: &Ctl) {
+    let hints = Hints::new()
+        .caps(Caps::MSG | Caps::TAGGED)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
+    let fabric = Fabric::<S>::open(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let mut eps = Vec::new();
+    // Room for the test harness's threads and a few endpoints, not for many.
+    let limit = vm_size() + (256 << 20);
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: a plain syscall with a valid struct.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
+    let err = loop {
+        match domain.endpoint(&info) {
+            Ok(ep) => eps.push(ep),
+            Err(e) => break e,
+        }
+        assert!(eps.len() < 10_000, "no limit reached");
+    };
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
+    ctl.report(&format!("REFUSED {} {err:?}", eps.len()));
+}
+
 /// Sends every message of [`SIZES`] to `peer` (an echo) and checks the echo.
 fn drive_echo<S: Config>(ctl: &Ctl, n: &Node<S>, peer: FiAddr)
 where
@@ -573,6 +617,8 @@ fn child_entry() {
     match role.as_str() {
         "echo" => with_stack!(stack.as_str(), role_echo, &ctl),
         "drive_echo" => with_stack!(stack.as_str(), role_drive_echo, &ctl),
+        "open_once" => with_stack!(stack.as_str(), role_open_once, &ctl),
+        "open_until_refused" => with_stack!(stack.as_str(), role_open_until_refused, &ctl),
         "truncate_then_drive_echo" => {
             with_stack!(stack.as_str(), role_truncate_then_drive_echo, &ctl)
         }
@@ -625,6 +671,86 @@ fn large_messages_cross_where_the_kernel_refuses_cma() {
         "default",
         &[deny, ("FABRIC_SHM_RNDV_MIN", "1073741824")],
     );
+}
+
+/// Tries to open an endpoint and reports the outcome.
+fn role_open_once<S: Config>(ctl: &Ctl) {
+    let hints = Hints::new().caps(Caps::MSG).ep_type(EpType::Rdm);
+    let info = getinfo::<S>(Some(&hints)).expect("getinfo").remove(0);
+    let fabric = Fabric::<S>::open(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    match domain.endpoint(&info) {
+        Ok(_) => ctl.report("OPENED"),
+        Err(e) => ctl.report(&format!("REFUSED {e:?}")),
+    }
+}
+
+/// Every numeric `FABRIC_SHM_*` variable with a value that is no number (or out of
+/// bounds) makes endpoint open fail with `FI_EINVAL` and a message on stderr naming
+/// the variable and the value; valid values open.
+#[test]
+fn bad_environment_values_fail_endpoint_open() {
+    let run = |var: &str, value: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["child_entry", "--exact", "--ignored", "--nocapture"])
+            .env(ROLE, "open_once")
+            .env(STACK, "default")
+            .env(var, value)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{var}={value}: {stderr}");
+        (stdout, stderr)
+    };
+    for var in [
+        "FABRIC_SHM_CHANNELS",
+        "FABRIC_SHM_CELLS",
+        "FABRIC_SHM_RNDV_MIN",
+        "FABRIC_SHM_RNDV_WAIT_US",
+        "FABRIC_SHM_CMA",
+    ] {
+        let (stdout, stderr) = run(var, "abc");
+        assert!(stdout.contains("@@ REFUSED Inval"), "{var}=abc: {stdout}");
+        assert!(
+            stderr.contains(var) && stderr.contains("abc"),
+            "{var}=abc: stderr {stderr:?}"
+        );
+    }
+    let (stdout, stderr) = run("FABRIC_SHM_CELLS", "300");
+    assert!(stdout.contains("@@ REFUSED Inval"), "{stdout}");
+    assert!(stderr.contains("FABRIC_SHM_CELLS=300"), "{stderr:?}");
+    for (var, good) in [("FABRIC_SHM_CHANNELS", "8"), ("FABRIC_SHM_CMA", "1")] {
+        assert!(run(var, good).0.contains("@@ OPENED"), "{var}={good}");
+    }
+}
+
+/// Endpoint open returns `FI_ENOMEM` when memory runs out, instead of aborting the
+/// process: under an address-space limit, with the default geometry (after a few
+/// endpoints) and with a huge one (at once).
+#[test]
+fn endpoint_open_out_of_memory_is_nomem() {
+    for (env, most) in [
+        (&[][..], 10_000),
+        (
+            &[
+                ("FABRIC_SHM_CHANNELS", "64"),
+                ("FABRIC_SHM_CELLS", "1048576"),
+            ][..],
+            0,
+        ),
+    ] {
+        let kid = Kid::spawn("open_until_refused", "default", env);
+        let got = kid.expect("REFUSED");
+        let (n, err) = got.split_once(' ').unwrap();
+        assert_eq!(err, "NoMem", "env {env:?}");
+        assert!(
+            n.parse::<usize>().unwrap() <= most,
+            "{n} endpoints, env {env:?}"
+        );
+        kid.finish();
+    }
 }
 
 /// A process of the same user that truncates (or grows) an endpoint's region and

@@ -570,17 +570,27 @@ impl Pool {
                         };
                         let rec = &mut self.recs[r];
                         rec.in_file = shared.is_some();
-                        let addr = shared.unwrap_or_else(|| {
-                            rec.buf.clear();
-                            rec.buf.extend_from_slice(buf);
-                            rec.buf.as_ptr() as u64
-                        });
-                        own.rndv_addr(r)
-                            .store(addr, std::sync::atomic::Ordering::Relaxed);
-                        copied = true;
+                        rec.buf.clear();
+                        // Out of memory for a private copy: the shared file, else no
+                        // withdrawal (the receiver still reads the caller's buffer).
+                        let addr = match shared {
+                            Some(a) => Some(a),
+                            None if rec.buf.try_reserve(buf.len()).is_ok() => {
+                                rec.buf.extend_from_slice(buf);
+                                Some(rec.buf.as_ptr() as u64)
+                            }
+                            None => self.copy_to_file(r, buf).inspect(|_| {
+                                self.recs[r].in_file = true;
+                            }),
+                        };
+                        if let Some(addr) = addr {
+                            own.rndv_addr(r)
+                                .store(addr, std::sync::atomic::Ordering::Relaxed);
+                            copied = true;
+                        }
                     }
                     let rec = &mut self.recs[r];
-                    if withdraw(w, gen) {
+                    if copied && withdraw(w, gen) {
                         rec.staged = buf.len();
                         rec.peer = Some(peer.clone());
                         self.staged += buf.len();

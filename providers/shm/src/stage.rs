@@ -195,7 +195,8 @@ impl Stage {
             None => {
                 let slot = &mut self.slots[s];
                 slot.buf.clear();
-                slot.buf.reserve(len);
+                // Out of memory is the caller's error to handle, not an abort.
+                slot.buf.try_reserve(len).map_err(|_| Error::NoMem)?;
                 for p in parts {
                     slot.buf.extend_from_slice(p);
                 }

@@ -1073,3 +1073,15 @@ fn files_peers_map_cannot_be_resized() {
         assert!(got[0].2 == body, "payload of {len} bytes differs");
     }
 }
+
+/// A variable that is not a number is refused, not replaced by the default.
+#[test]
+fn bad_numbers_in_the_environment_are_refused() {
+    let p = |v| crate::parse_usize("FABRIC_SHM_CHANNELS", v, 16);
+    assert_eq!(p(None), Ok(16));
+    assert_eq!(p(Some("8")), Ok(8));
+    assert_eq!(p(Some(" 32 ")), Ok(32));
+    for bad in ["abc", "", "-1", "1.5", "0x10", "16k"] {
+        assert_eq!(p(Some(bad)), Err(Error::Inval), "{bad:?}");
+    }
+}
