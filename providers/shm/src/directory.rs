@@ -1,5 +1,5 @@
 //! The mapped-segment directory: one per process, an anonymous file (`memfd`, mode
-//! 0600) listing the segments the process published for direct access, by key. Every
+//! 0600, sealed at its size) listing the segments the process published for direct access, by key. Every
 //! endpoint region of the process advertises it (`Region::set_directory`); peers map it
 //! read-only and never write it. This module owns every access to it.
 //!
@@ -258,6 +258,8 @@ impl PeerDirectory {
             return Err(Error::AddrNotAvail);
         }
         let fd = sys::open_peer_fd_read_only(pid, fd)?;
+        // Checked before the size: a file that could still shrink has no size to trust.
+        sys::require_sealed(&fd)?;
         if sys::file_size(&fd)? != DIR_BYTES {
             return Err(Error::AddrNotAvail);
         }
@@ -404,5 +406,13 @@ mod tests {
         let start = sys::start_time(pid).unwrap();
         assert!(PeerDirectory::open(pid, start + 1, d.fd(), d.bytes()).is_err());
         assert!(PeerDirectory::open(pid, start, d.fd(), d.bytes() - 64).is_err());
+    }
+
+    #[test]
+    fn it_cannot_be_truncated() {
+        let d = Directory::global().unwrap();
+        let fd = sys::open_peer_fd(sys::getpid(), d.fd()).unwrap();
+        assert_eq!(sys::tests::truncate(fd.as_raw_fd(), 0), Err(libc::EPERM));
+        assert_eq!(sys::tests::truncate(d.fd() as i32, 0), Err(libc::EPERM));
     }
 }

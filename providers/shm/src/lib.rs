@@ -19,7 +19,10 @@
 //! payloads are staged once by the sender and copied by the receiver straight into
 //! their destination: up to 1 MiB from a small staging file the receiver maps, beyond
 //! that with `process_vm_readv` from the sender's private memory (or, where the kernel
-//! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). A sender
+//! refuses it or `FABRIC_SHM_CMA=0` asks, from a large sparse staging file). The
+//! kernel's ptrace policy (Yama) may refuse a peer the reads our own probe was allowed:
+//! such a refusal is learned per peer, and that peer's payloads then go through the
+//! sender's shared files, a rendezvous too (see `rndv`), so no message fails for it. A sender
 //! writes its staging files with non-temporal stores instead of ordinary ones while
 //! its own copies show that the receiver's core does not share its cache (cores on two
 //! dies): the receiver then streams the payload from memory instead of pulling every
@@ -49,6 +52,10 @@
 //! memory ([`PEER_BYTES`], 16 KiB, each); with the 2.5 MiB near staging file an
 //! endpoint shares [`DEFAULT_FOOTPRINT_BYTES`] (about 2.5 MiB) plus 16 KiB per
 //! sending peer.
+//! A value these variables cannot take makes endpoint open fail with `FI_EINVAL` and
+//! a message on stderr naming it. `FABRIC_SHM_TEST_CMA_DENY` is a test hook: `others`
+//! (or a list of pids) makes cross-memory attach to those processes fail as a ptrace
+//! policy refusing it would.
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -135,7 +142,8 @@ fn fresh_nonce() -> u64 {
 }
 
 /// Whether cross-memory attach is used for large payloads: the environment may
-/// refuse it, else a real call at first use decides.
+/// refuse it (`FABRIC_SHM_CMA=0`), else a real call at first use decides. Each peer
+/// may still be refused it; the provider learns that per peer (see `rndv`).
 pub fn cma_enabled() -> bool {
     static CMA: OnceLock<bool> = OnceLock::new();
     *CMA.get_or_init(|| {
@@ -143,19 +151,48 @@ pub fn cma_enabled() -> bool {
     })
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// The number the environment variable `name` holds, or `default` when it is unset.
+/// A value that is not a number is refused (`Inval`) with a message on stderr naming
+/// the variable and the value: ignoring it would run with a setting nobody asked for.
+fn env_usize(name: &str, default: usize) -> Result<usize> {
+    parse_usize(name, std::env::var(name).ok().as_deref(), default)
 }
 
-/// The region geometry the environment asks for.
+fn parse_usize(name: &str, value: Option<&str>, default: usize) -> Result<usize> {
+    match value {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| {
+            eprintln!("fabric-shm: {name}={v:?} is not a number of the kind it takes");
+            Error::Inval
+        }),
+    }
+}
+
+/// `FABRIC_SHM_CMA`, if set, is `0` or `1`; anything else is refused as
+/// [`env_usize`] refuses a bad number.
+fn check_cma_env() -> Result<()> {
+    match std::env::var("FABRIC_SHM_CMA").ok().as_deref() {
+        None | Some("0") | Some("1") => Ok(()),
+        Some(v) => {
+            eprintln!("fabric-shm: FABRIC_SHM_CMA={v:?} is neither 0 nor 1");
+            Err(Error::Inval)
+        }
+    }
+}
+
+/// The region geometry the environment asks for. `Err(Inval)` (with a message on
+/// stderr) for a value that is not a number or a geometry out of bounds.
 pub fn geometry() -> Result<Geometry> {
-    Geometry::new(
-        env_usize("FABRIC_SHM_CHANNELS", DEFAULT_CHANNELS),
-        env_usize("FABRIC_SHM_CELLS", DEFAULT_CELLS),
-    )
+    let (nchan, cells) = (
+        env_usize("FABRIC_SHM_CHANNELS", DEFAULT_CHANNELS)?,
+        env_usize("FABRIC_SHM_CELLS", DEFAULT_CELLS)?,
+    );
+    Geometry::new(nchan, cells).inspect_err(|_| {
+        eprintln!(
+            "fabric-shm: FABRIC_SHM_CHANNELS={nchan} FABRIC_SHM_CELLS={cells} is no \
+             geometry (channels 1 to 64, cells a power of two from 256 to 1048576)"
+        )
+    })
 }
 
 fn candidate(ep_type: EpType) -> Info {
@@ -183,16 +220,21 @@ impl Provider for Shm {
     }
 
     fn open(_info: &Info) -> Result<ShmEp> {
+        // Every variable is checked before anything is made.
+        let geo = geometry()?;
+        check_cma_env()?;
+        let rndv_min = env_usize("FABRIC_SHM_RNDV_MIN", RNDV_MIN)?.max(INLINE_MAX + 1);
+        let wait_us = env_usize(
+            "FABRIC_SHM_RNDV_WAIT_US",
+            rndv::WAIT_BASE.as_micros() as usize,
+        )?;
         ShmEp::open(
-            geometry()?,
+            geo,
             Tuning {
                 inline_max: INLINE_MAX,
                 cma: cma_enabled(),
-                rndv_min: env_usize("FABRIC_SHM_RNDV_MIN", RNDV_MIN).max(INLINE_MAX + 1),
-                rndv_wait: std::time::Duration::from_micros(env_usize(
-                    "FABRIC_SHM_RNDV_WAIT_US",
-                    rndv::WAIT_BASE.as_micros() as usize,
-                ) as u64),
+                rndv_min,
+                rndv_wait: std::time::Duration::from_micros(wait_us as u64),
             },
         )
     }

@@ -3,7 +3,7 @@
 //! whether the peer is still there.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,12 +47,61 @@ pub struct PeerRegion {
     asked: AtomicU64,
     /// The peer's staging files (near, far), mapped on first use.
     pub stage: [OnceLock<Result<StageMap>>; 2],
+    /// The file the peer stages withdrawn rendezvous payloads in (see `rndv`): its
+    /// descriptor in the peer and the mapping, on first use.
+    pub rndv_file: OnceLock<Result<(u32, StageMap)>>,
+    /// Whether the peer's process may read our memory with cross-memory attach, as far
+    /// as we learned it ([`CmaReads`] as a byte).
+    cma_reads: AtomicU8,
     /// The peer process's mapped-segment directory, mapped on first direct access
     /// (`None`: it has none that maps).
     pub direct: OnceLock<Option<Arc<PeerDir>>>,
 }
 
+/// Whether a peer's process may read ours with cross-memory attach: a ptrace policy
+/// (Yama) may refuse it between processes that may each read themselves, so only the
+/// peer's own reads tell (see `rndv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmaReads {
+    /// Not known yet: nothing the peer must read after the sender returned is left in
+    /// private memory.
+    Unknown = 0,
+    /// The peer read our memory.
+    Yes = 1,
+    /// The kernel refused the peer a read of our memory.
+    No = 2,
+}
+
 impl PeerRegion {
+    /// Whether the peer's process may read our memory with cross-memory attach. A peer
+    /// in this process reads its own memory, which works wherever the attach does.
+    #[inline]
+    pub fn cma_reads(&self) -> CmaReads {
+        if self.local.is_some() {
+            return CmaReads::Yes;
+        }
+        match self.cma_reads.load(Ordering::Relaxed) {
+            1 => CmaReads::Yes,
+            2 => CmaReads::No,
+            _ => CmaReads::Unknown,
+        }
+    }
+
+    /// Records what a read by the peer showed. A refusal stands once seen: a peer
+    /// refused once is not trusted with private memory again.
+    pub fn set_cma_reads(&self, yes: bool) {
+        if yes {
+            let _ = self.cma_reads.compare_exchange(
+                CmaReads::Unknown as u8,
+                CmaReads::Yes as u8,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        } else {
+            self.cma_reads.store(CmaReads::No as u8, Ordering::Relaxed);
+        }
+    }
+
     /// Whether the peer closed its endpoint or its process is gone. Costs system
     /// calls for another process: for slow paths only.
     pub fn gone(&self) -> bool {
@@ -204,6 +253,8 @@ fn resolve_shared(name: Name) -> Result<Arc<PeerRegion>> {
         dead: AtomicBool::new(false),
         asked: AtomicU64::new(0),
         stage: [OnceLock::new(), OnceLock::new()],
+        rndv_file: OnceLock::new(),
+        cma_reads: AtomicU8::new(CmaReads::Unknown as u8),
         direct: OnceLock::new(),
     });
     let mut map = peers();

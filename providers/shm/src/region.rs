@@ -217,6 +217,8 @@ impl Region {
     /// ring this side claims is, when it claims it.
     pub fn open(name: &Name) -> Result<Region> {
         let fd = sys::open_peer_fd(name.pid, name.fd)?;
+        // A file its owner could still shrink could fault our accesses (SIGBUS).
+        sys::require_sealed(&fd)?;
         let len = sys::file_size(&fd)?;
         if len < HEADER_BYTES {
             return Err(Error::AddrNotAvail);

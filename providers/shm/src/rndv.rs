@@ -39,6 +39,18 @@
 //!   not in cache.
 //! - Each posting has a generation, stored with the state: a receiver that kept a
 //!   stale descriptor fails its CAS instead of touching a reused record.
+//! - The kernel may refuse the receiver the read although both sides can read
+//!   themselves: a ptrace policy (Yama's `ptrace_scope = 1` between sibling
+//!   processes) applies to each pair of processes. The receiver then marks the record
+//!   [`READ_REFUSED`] (help word 3), gives it back (`POSTED`) and waits for `STAGED`;
+//!   the sender, seeing the mark, withdraws at once. A withdrawn payload goes to a
+//!   private buffer only for a peer whose reads were seen to work ([`READ_OK`], set
+//!   by the receiver after a read): for any other it goes to the record's extent of a
+//!   sealed shared file ([`FILE_BYTES`], sparse) that the receiver maps, its address
+//!   word then tagged [`FILE_TAG`]. The sender remembers the outcome per peer
+//!   ([`PeerRegion::cma_reads`]): to a refused peer it withdraws without waiting, and
+//!   the staging path (`stage`) leaves nothing in private memory for a peer not seen
+//!   to read it. No payload is lost and no error reaches the user where files work.
 //!
 //! The state functions below are the only operations on a record's state word: each
 //! is one atomic operation (or a CAS retried once on a value only its caller's side
@@ -50,9 +62,12 @@ use std::time::{Duration, Instant};
 
 use fabric::{Error, Result};
 
-use crate::peer::PeerRegion;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::peer::{CmaReads, PeerRegion};
 use crate::region::Region;
 pub use crate::region::RNDV_RECORDS;
+use crate::sys::{self, Mapping};
 
 /// A record's state word: [`FREE`], [`POSTED`], ... in the low 8 bits, the
 /// generation above.
@@ -271,6 +286,21 @@ fn help_of(v: u64, gen: u64) -> Help {
     }
 }
 
+/// Receiver, after giving back a read the kernel refused it ([`READ_REFUSED`]):
+/// whether the sender withdrew the payload (`Some(true)`: read the staged copy), has
+/// not yet (`Some(false)`), or the record moved on otherwise (`None`).
+#[inline]
+pub fn withdrawn(w: &impl Word, gen: u64) -> Option<bool> {
+    let v = w.load();
+    if v == word(gen, STAGED) {
+        Some(true)
+    } else if v == word(gen, POSTED) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Receiver: the packet is consumed; the sender may return (or reuse its staged copy).
 /// `false` if the record was already done or is not this posting's.
 #[inline]
@@ -310,8 +340,35 @@ pub const RNDV_MIN: usize = 128 << 10;
 /// Most bytes held in staged copies of withdrawn payloads at once; beyond it large
 /// sends take the ordinary staging path (which refuses with `EAGAIN` when full).
 pub const STAGED_BYTES: usize = 256 << 20;
-/// Capacity of staged-copy buffers kept for reuse, in all.
+/// Capacity of staged-copy buffers kept for reuse, in all; also the bytes at the
+/// start of the shared file whose pages stay allocated between payloads.
 const KEEP_BYTES: usize = 64 << 20;
+/// Bytes of the shared file withdrawn payloads go to when their receiver is not known
+/// to read our memory (sparse: only pages written take memory). Every posting
+/// reserves an extent in it, so that its withdrawal never fails.
+pub const FILE_BYTES: usize = STAGED_BYTES;
+/// Tag of a staged address that is an extent of the shared file: the file's
+/// descriptor in bits 32..63 below the tag, the offset in bits 0..32 (user addresses
+/// never have bit 63 set on the targets Linux runs on).
+pub const FILE_TAG: u64 = 1 << 63;
+/// Help word 3 after the receiver read the caller's buffer: its reads work.
+pub const READ_OK: u64 = u64::MAX - 1;
+/// Help word 3 after the kernel refused the receiver a read of the caller's buffer.
+pub const READ_REFUSED: u64 = u64::MAX - 2;
+static_assertions::const_assert!(FILE_BYTES <= 1 << 32);
+
+/// A staged address word for offset `off` of the shared file, descriptor `fd`.
+#[inline]
+pub fn file_addr(fd: u32, off: usize) -> u64 {
+    FILE_TAG | (u64::from(fd) & 0x7fff_ffff) << 32 | off as u64
+}
+
+/// The (descriptor, offset) a staged address word names in the shared file, or `None`
+/// for a private address.
+#[inline]
+pub fn file_of(addr: u64) -> Option<(u32, usize)> {
+    (addr & FILE_TAG != 0).then_some(((addr >> 32) as u32 & 0x7fff_ffff, addr as u32 as usize))
+}
 /// How often a waiting sender checks that its receiver is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
 /// Spinning (rather than yielding) this long first: a receiver on another core.
@@ -325,11 +382,23 @@ struct Rec {
     /// Bytes staged while busy in `STAGED`.
     staged: usize,
     peer: Option<Arc<PeerRegion>>,
+    /// The extent of the shared file reserved while busy: offset and bytes.
+    ext: (usize, usize),
+    /// Whether the staged copy is in the shared file.
+    in_file: bool,
+}
+
+/// The shared file withdrawn payloads go to for receivers not known to read us.
+struct File {
+    map: Mapping,
+    fd: OwnedFd,
 }
 
 /// A sender's rendezvous records (the shared words are in its region).
 pub struct Pool {
     recs: Vec<Rec>,
+    /// Made on the first withdrawal that needs it.
+    file: Option<File>,
     staged: usize,
     /// Payloads staged after all (the receiver did not take them in time).
     withdrawn: u64,
@@ -345,8 +414,11 @@ impl Default for Pool {
                     buf: Vec::new(),
                     staged: 0,
                     peer: None,
+                    ext: (0, 0),
+                    in_file: false,
                 })
                 .collect(),
+            file: None,
             staged: 0,
             withdrawn: 0,
         }
@@ -367,10 +439,14 @@ impl Pool {
                 r = self.free(len);
             }
         }
-        let r = r?;
+        let (r, off) = r?;
         let rec = &mut self.recs[r];
         rec.gen = (rec.gen + 1) & GEN_MAX;
         rec.busy = true;
+        rec.ext = (off, len);
+        // Before the posting: the receiver's outcome mark is this posting's.
+        own.rndv_help(r, 3)
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         post(own.rndv_state(r), rec.gen);
         Some((r, rec.gen))
     }
@@ -380,11 +456,44 @@ impl Pool {
         self.withdrawn
     }
 
-    fn free(&self, len: usize) -> Option<usize> {
+    /// A free record and an extent of `len` bytes of the shared file that no busy
+    /// record holds (first fit).
+    fn free(&self, len: usize) -> Option<(usize, usize)> {
         if self.staged + len > STAGED_BYTES {
             return None;
         }
-        self.recs.iter().position(|r| !r.busy)
+        let r = self.recs.iter().position(|r| !r.busy)?;
+        let mut at = 0usize;
+        loop {
+            let end = at.checked_add(len)?;
+            if end > FILE_BYTES {
+                return None;
+            }
+            let clash = self
+                .recs
+                .iter()
+                .filter(|q| q.busy && q.ext.0 < end && at < q.ext.0 + q.ext.1)
+                .map(|q| (q.ext.0 + q.ext.1).next_multiple_of(64))
+                .max();
+            match clash {
+                Some(next) => at = next,
+                None => return Some((r, at)),
+            }
+        }
+    }
+
+    /// Copies `buf` into record `r`'s extent of the shared file (made now if need
+    /// be): the staged address word, or `None` if the file cannot be made.
+    fn copy_to_file(&mut self, r: usize, buf: &[u8]) -> Option<u64> {
+        if self.file.is_none() {
+            let fd = sys::memfd(FILE_BYTES).ok()?;
+            let map = Mapping::new(&fd, FILE_BYTES).ok()?;
+            self.file = Some(File { map, fd });
+        }
+        let f = self.file.as_ref()?;
+        let off = self.recs[r].ext.0;
+        f.map.copy_in(off, buf);
+        Some(file_addr(f.fd.as_raw_fd() as u32, off))
     }
 
     /// Returns a record whose packet was never published.
@@ -408,13 +517,22 @@ impl Pool {
     ) -> Result<()> {
         let w = own.rndv_state(r);
         let start = Instant::now();
-        let deadline = start + bound;
+        // A receiver the kernel refused our memory before would only refuse again.
+        let deadline = match peer.cma_reads() {
+            CmaReads::No => start,
+            _ => start + bound,
+        };
+        let mark = own.rndv_help(r, 3);
         let mut live_check = start + LIVENESS_PERIOD;
         let mut copied = false;
         let mut n = 0u32;
         loop {
             let s = seen(w, gen);
             if s == Seen::Done {
+                // Ordered by the acquire of DONE, which the receiver stored after.
+                if mark.load(std::sync::atomic::Ordering::Relaxed) == READ_OK {
+                    peer.set_cma_reads(true);
+                }
                 self.recs[r].busy = false;
                 return Ok(());
             }
@@ -436,19 +554,43 @@ impl Pool {
                     return self.give_up(w, r, gen, peer);
                 }
             }
+            let refused = s == Seen::Posted
+                && mark.load(std::sync::atomic::Ordering::Relaxed) == READ_REFUSED;
+            if refused {
+                peer.set_cma_reads(false);
+            }
             match s {
-                Seen::Posted if now >= deadline => {
-                    let rec = &mut self.recs[r];
+                Seen::Posted if now >= deadline || refused => {
                     if !copied {
+                        // Private memory only for a receiver seen to read it; else the
+                        // shared file (private after all if that cannot be made).
+                        let shared = match peer.cma_reads() {
+                            CmaReads::Yes => None,
+                            _ => self.copy_to_file(r, buf),
+                        };
+                        let rec = &mut self.recs[r];
+                        rec.in_file = shared.is_some();
                         rec.buf.clear();
-                        rec.buf.extend_from_slice(buf);
-                        own.rndv_addr(r).store(
-                            rec.buf.as_ptr() as u64,
-                            std::sync::atomic::Ordering::Relaxed,
-                        );
-                        copied = true;
+                        // Out of memory for a private copy: the shared file, else no
+                        // withdrawal (the receiver still reads the caller's buffer).
+                        let addr = match shared {
+                            Some(a) => Some(a),
+                            None if rec.buf.try_reserve(buf.len()).is_ok() => {
+                                rec.buf.extend_from_slice(buf);
+                                Some(rec.buf.as_ptr() as u64)
+                            }
+                            None => self.copy_to_file(r, buf).inspect(|_| {
+                                self.recs[r].in_file = true;
+                            }),
+                        };
+                        if let Some(addr) = addr {
+                            own.rndv_addr(r)
+                                .store(addr, std::sync::atomic::Ordering::Relaxed);
+                            copied = true;
+                        }
                     }
-                    if withdraw(w, gen) {
+                    let rec = &mut self.recs[r];
+                    if copied && withdraw(w, gen) {
                         rec.staged = buf.len();
                         rec.peer = Some(peer.clone());
                         self.staged += buf.len();
@@ -500,6 +642,14 @@ impl Pool {
                 rec.peer = None;
                 self.staged -= rec.staged;
                 rec.staged = 0;
+                if std::mem::take(&mut rec.in_file) {
+                    // Pages past the first KEEP_BYTES go back to the system.
+                    let (off, len) = rec.ext;
+                    let from = off.max(KEEP_BYTES);
+                    if let Some(f) = self.file.as_ref().filter(|_| off + len > from) {
+                        sys::punch_hole(&f.fd, from, off + len - from);
+                    }
+                }
                 if kept > KEEP_BYTES {
                     kept -= rec.buf.capacity();
                     rec.buf = Vec::new();

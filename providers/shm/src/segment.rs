@@ -1,5 +1,5 @@
 //! The shared layout of a directly mapped segment (see `mapped` and `direct`): an
-//! anonymous file (`memfd`, mode 0600) holding a header page, then the data peers
+//! anonymous file (`memfd`, mode 0600, sealed at its size) holding a header page, then the data peers
 //! access with plain copies and CPU atomics. This module owns every access to it.
 //!
 //! ```text
@@ -90,6 +90,8 @@ impl SegFile {
     /// resized file) is `Err(AddrNotAvail)`.
     pub fn open(pid: u32, fd: u32, len: usize, nonce: u64) -> Result<SegFile> {
         let fd = sys::open_peer_fd(pid, fd)?;
+        // Checked before the size: a file that could still shrink has no size to trust.
+        sys::require_sealed(&fd)?;
         let total = SEG_HEADER.checked_add(len).ok_or(Error::AddrNotAvail)?;
         if sys::file_size(&fd)? != total {
             return Err(Error::AddrNotAvail);
@@ -364,6 +366,15 @@ mod tests {
         assert_eq!(view.busy().load(Ordering::SeqCst), 3);
         assert_eq!(data.len(), 10_000);
         assert_eq!(view.len(), 10_000);
+    }
+
+    #[test]
+    fn it_cannot_be_truncated() {
+        let s = SegFile::create(10_000, 3).unwrap();
+        let fd = sys::open_peer_fd(sys::getpid(), s.fd()).unwrap();
+        assert_eq!(sys::tests::truncate(fd.as_raw_fd(), 0), Err(libc::EPERM));
+        assert_eq!(sys::tests::truncate(s.fd() as i32, 4096), Err(libc::EPERM));
+        assert!(SegFile::open(sys::getpid(), s.fd(), 10_000, 3).is_ok());
     }
 
     #[test]

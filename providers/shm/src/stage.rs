@@ -7,9 +7,12 @@
 //!   call per message;
 //! - private buffers read with cross-memory attach (`process_vm_readv`, when the
 //!   start-up probe works), for larger payloads or when the near file is full, so
-//!   large data never takes shared memory;
-//! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, or the kernel
-//!   refuses the probe), sparse, mapped by the receiver on first use.
+//!   large data never takes shared memory; only for a receiver seen to read our
+//!   memory (a rendezvous read showed it, see `rndv`), since a ptrace policy may
+//!   refuse it the reads that our own probe was allowed;
+//! - far staging file (bounce-buffer fallback: `FABRIC_SHM_CMA=0`, the kernel refuses
+//!   the probe, or a receiver not known to read our memory), sparse, sized once when
+//!   made, mapped by the receiver on first use.
 //!
 //! In a staging file, each payload follows a line holding its progress word: the
 //! sender copies the [`FIRST`] bytes, sends the packet, then copies the rest a chunk at
@@ -41,10 +44,10 @@ use fabric::{Error, Pull, Result};
 use crate::bypass::{self, Chooser, Stores};
 use crate::cell::{Desc, STREAM_BODY, STREAM_PROGRESS};
 use crate::name::NAME_LEN;
-use crate::peer::PeerRegion;
+use crate::peer::{CmaReads, PeerRegion};
 use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
 use crate::rndv;
-use crate::sys::{self, Mapping};
+use crate::sys::{self, Mapping, ReadOnlyMapping};
 use crate::transport::EpShared;
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
@@ -115,7 +118,8 @@ impl File {
 
 /// A sender's staging slots.
 pub struct Stage {
-    /// Near file (always), far file (only without cross-memory attach).
+    /// Near file (always), far file (from the start without cross-memory attach, else
+    /// made for the first large payload to a receiver not known to read our memory).
     files: [Option<File>; 2],
     cma: bool,
     slots: Vec<Slot>,
@@ -173,11 +177,17 @@ impl Stage {
         len: usize,
     ) -> Result<(Desc, Option<Fill>)> {
         self.reclaim(own, false);
-        let placed = match self.place(len) {
+        // Private memory only for a receiver seen to read ours: the kernel may refuse
+        // it, and nobody would be left to stage the payload again once we returned.
+        let private = self.cma && peer.cma_reads() == CmaReads::Yes;
+        if !private && len > NEAR_MAX && self.files[1].is_none() {
+            self.files[1] = Some(File::new(own, 1, FAR_BYTES)?);
+        }
+        let placed = match self.place(len, private) {
             Some(p) => p,
             None => {
                 self.reclaim(own, true);
-                self.place(len).ok_or(Error::Again)?
+                self.place(len, private).ok_or(Error::Again)?
             }
         };
         let (s, file, off) = placed;
@@ -185,7 +195,8 @@ impl Stage {
             None => {
                 let slot = &mut self.slots[s];
                 slot.buf.clear();
-                slot.buf.reserve(len);
+                // Out of memory is the caller's error to handle, not an abort.
+                slot.buf.try_reserve(len).map_err(|_| Error::NoMem)?;
                 for p in parts {
                     slot.buf.extend_from_slice(p);
                 }
@@ -256,14 +267,15 @@ impl Stage {
     }
 
     /// Where a payload of `len` bytes goes: (slot, staging file or private, offset of
-    /// its extent, which starts with the progress line).
-    fn place(&self, len: usize) -> Option<(usize, Option<usize>, usize)> {
+    /// its extent, which starts with the progress line). Private memory only if
+    /// `private` allows it.
+    fn place(&self, len: usize, private: bool) -> Option<(usize, Option<usize>, usize)> {
         let s = self.slots.iter().position(|s| !s.busy)?;
         if len <= NEAR_MAX {
             // Waiting for room near beats a system call per message.
             return self.near(PROGRESS + len).map(|off| (s, Some(0), off));
         }
-        if self.cma {
+        if private {
             if self.used + len > STAGE_PRIVATE_BYTES && self.used > 0 {
                 return None;
             }
@@ -385,23 +397,61 @@ pub(crate) fn copy_range(
     }
 }
 
-/// A sender's staging file mapped by a receiver.
+/// A sender's staging file mapped by a receiver: read-only, since the receiver only
+/// reads it (progress words and payloads), and only once the file is sealed at its
+/// size, so that neither its owner nor anyone else can truncate it under the mapping.
 pub struct StageMap {
-    map: Mapping,
+    map: ReadOnlyMapping,
 }
 
 impl StageMap {
     /// Maps staging file `i` that `peer` published.
     pub fn open(peer: &PeerRegion, i: usize) -> Result<StageMap> {
         let (fd, len) = peer.region.stage(i).ok_or(Error::Io)?;
-        let fd = sys::open_peer_fd(peer.name.pid, fd)?;
+        Self::open_fd(peer.name.pid, fd, len, POPULATED[i])
+    }
+
+    /// Maps `len` bytes of descriptor `fd` of process `pid`, the first `populate` of
+    /// them at once.
+    pub(crate) fn open_fd(pid: u32, fd: u32, len: u64, populate: usize) -> Result<StageMap> {
+        let fd = sys::open_peer_fd_read_only(pid, fd)?;
+        sys::require_sealed(&fd)?;
         let len = usize::try_from(len).map_err(|_| Error::Io)?;
         if sys::file_size(&fd)? < len {
             return Err(Error::Io);
         }
-        let map = Mapping::new(&fd, len)?;
-        map.populate(POPULATED[i]);
+        let map = ReadOnlyMapping::new(&fd, len)?;
+        map.populate(populate);
         Ok(StageMap { map })
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Copies `dst.len()` bytes of the payload at `at` (behind its progress line,
+    /// whose `len` bytes in all the sender publishes as it copies them), from payload
+    /// offset `off` on, each piece once the sender published it. `gone` says whether
+    /// the sender died, asked only once it stalls.
+    fn copy_out(
+        &self,
+        at: usize,
+        len: usize,
+        off: usize,
+        dst: &mut [u8],
+        gone: impl Fn() -> bool,
+    ) -> Result<()> {
+        let progress = || self.map.load(at - PROGRESS, Ordering::Acquire);
+        let end = off + dst.len();
+        let mut done = off;
+        while done < end {
+            let ready = wait_ready(progress, done, len, &gone)?.min(end);
+            self.map
+                .copy_out(at + done, &mut dst[done - off..ready - off]);
+            done = ready;
+        }
+        Ok(())
     }
 }
 
@@ -488,9 +538,12 @@ impl RingPull {
         let end = off + dst.len();
         let mut done = off;
         while done < end {
-            let ready = wait_ready(progress, done, len, || {
-                crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone())
-            })?
+            let ready = wait_ready(
+                || progress.load(Ordering::Acquire),
+                done,
+                len,
+                || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
+            )?
             .min(end);
             dst[done - off..ready - off].copy_from_slice(r.bytes(body + done, ready - done));
             done = ready;
@@ -515,8 +568,8 @@ impl Staged {
                 // The payload follows its progress line.
                 if off < PROGRESS
                     || !off.is_multiple_of(8)
-                    || off > map.map.len()
-                    || len > map.map.len() - off
+                    || off > map.len()
+                    || len > map.len() - off
                 {
                     return Err(Error::Io);
                 }
@@ -560,6 +613,17 @@ impl Staged {
                 } else {
                     sys::cma_read(pid, self.desc.addr.wrapping_add(off as u64), dst)
                 };
+                let mark = self.peer.region.rndv_help(slot, 3);
+                if res == Err(Error::Access) {
+                    // The kernel refuses us the sender's memory: the sender, seeing the
+                    // mark, stages the payload in its shared file.
+                    mark.store(rndv::READ_REFUSED, Ordering::Relaxed);
+                    rndv::release_read(w, gen, false);
+                    return self.read_withdrawn(w, off, dst);
+                }
+                if res.is_ok() {
+                    mark.store(rndv::READ_OK, Ordering::Relaxed);
+                }
                 let mut complete = false;
                 if res.is_ok() && off == self.next.get() {
                     self.next.set(off + dst.len());
@@ -568,13 +632,69 @@ impl Staged {
                 rndv::release_read(w, gen, complete);
                 res
             }
-            rndv::Claim::Staged => {
-                // Ordered by the claim's acquire of STAGED, which the sender published
-                // after the address.
-                let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
-                sys::cma_read(pid, at.wrapping_add(off as u64), dst)
-            }
+            rndv::Claim::Staged => self.read_staged(off, dst),
             rndv::Claim::Refused => Err(Error::Io),
+        }
+    }
+
+    /// A read of a withdrawn rendezvous payload (its state seen `STAGED`): from the
+    /// sender's private copy, or from its shared file.
+    fn read_staged(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let slot = self.desc.slot as usize;
+        // Ordered by the acquire of STAGED, which the sender published after the
+        // address.
+        let at = self.peer.region.rndv_addr(slot).load(Ordering::Relaxed);
+        let Some((fd, start)) = rndv::file_of(at) else {
+            return sys::cma_read(self.peer.name.pid, at.wrapping_add(off as u64), dst);
+        };
+        let (mapped, map) = self
+            .peer
+            .rndv_file
+            .get_or_init(|| {
+                StageMap::open_fd(self.peer.name.pid, fd, rndv::FILE_BYTES as u64, 0)
+                    .map(|m| (fd, m))
+            })
+            .as_ref()
+            .map_err(|e| *e)?;
+        // One file for the life of the sender's endpoint; anything else is garbage.
+        if *mapped != fd || start > map.len() || self.len > map.len() - start {
+            return Err(Error::Io);
+        }
+        // Written whole before the sender published STAGED.
+        map.map.copy_out(start + off, dst);
+        Ok(())
+    }
+
+    /// After a refused read was given back: waits until the sender withdrew the
+    /// payload, then reads it from there. `Err(Io)` if the sender dies first, or does
+    /// not withdraw within [`PROGRESS_LIMIT`] (a live sender does at once).
+    fn read_withdrawn(
+        &self,
+        w: &std::sync::atomic::AtomicU64,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut check = start + HELP_LIVENESS;
+        let mut n = 0u32;
+        loop {
+            match rndv::withdrawn(w, self.desc.gen) {
+                Some(true) => return self.read_staged(off, dst),
+                Some(false) => {}
+                None => return Err(Error::Io),
+            }
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(256) {
+                let now = std::time::Instant::now();
+                if now >= check {
+                    if self.peer.process_gone() || now - start >= PROGRESS_LIMIT {
+                        return Err(Error::Io);
+                    }
+                    check = now + HELP_LIVENESS;
+                }
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
         }
     }
 }
@@ -643,10 +763,11 @@ impl Staged {
 const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Waits until a sender copied more than `past` bytes of a payload of `len` (published
-/// in `progress`), and returns how many it copied (at most `len`). `Err(Io)` when the
-/// sender makes no progress for [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
+/// in the word `progress` loads with acquire ordering), and returns how many it copied
+/// (at most `len`). `Err(Io)` when the sender makes no progress for
+/// [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
 fn wait_ready(
-    progress: &std::sync::atomic::AtomicU64,
+    progress: impl Fn() -> u64,
     past: usize,
     len: usize,
     gone: impl Fn() -> bool,
@@ -655,7 +776,7 @@ fn wait_ready(
     let mut stall: Option<(u64, std::time::Instant)> = None;
     let mut n = 0u32;
     loop {
-        let p = progress.load(Ordering::Acquire);
+        let p = progress();
         if p as usize > past {
             return Ok((p as usize).min(len));
         }
@@ -708,19 +829,9 @@ impl Staged {
                 // Bounds were checked against the mapping in `new`; the sender may
                 // still be copying: each piece is taken once its progress word says
                 // it is there.
-                let map = &Self::map(&self.peer, self.desc.file())?.map;
+                let map = Self::map(&self.peer, self.desc.file())?;
                 let at = self.desc.addr as usize;
-                let progress = map.word(at - PROGRESS);
-                let end = off + dst.len();
-                let mut done = off;
-                while done < end {
-                    let ready =
-                        wait_ready(progress, done, self.len, || self.peer.process_gone())?.min(end);
-                    dst[done - off..ready - off]
-                        .copy_from_slice(map.bytes(at + done, ready - done));
-                    done = ready;
-                }
-                Ok(())
+                map.copy_out(at, self.len, off, dst, || self.peer.process_gone())
             }
         }
     }

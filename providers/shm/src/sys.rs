@@ -2,6 +2,11 @@
 //! files (`memfd_create`), mappings, opening a peer's descriptor through `/proc`,
 //! process identity (pid plus start time, `pidfd`), and cross-memory attach
 //! (`process_vm_readv`/`process_vm_writev`).
+//!
+//! Every file peers map is sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`):
+//! any process of the user can open it through `/proc/<pid>/fd/<n>`, and one that
+//! truncated it would turn the next access of every mapping into `SIGBUS`. A peer's
+//! file is mapped only once [`require_sealed`] says its owner cannot shrink it either.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -14,24 +19,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fabric::{Error, Result};
 
 fn last_os_error() -> Error {
-    match io::Error::last_os_error().raw_os_error() {
+    errno_error(io::Error::last_os_error().raw_os_error())
+}
+
+fn errno_error(errno: Option<i32>) -> Error {
+    match errno {
         Some(libc::EAGAIN) => Error::Again,
-        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EMFILE) | Some(libc::ENFILE) => {
-            Error::NoMem
-        }
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) => Error::NoMem,
+        // Out of descriptors (ours or the system's): the caller may close some and
+        // retry, which `FI_ENOMEM` would not suggest.
+        Some(libc::EMFILE) | Some(libc::ENFILE) => Error::MFile,
         Some(libc::EACCES) | Some(libc::EPERM) => Error::Access,
         Some(libc::ENOENT) | Some(libc::ESRCH) => Error::AddrNotAvail,
         _ => Error::Io,
     }
 }
 
-/// An anonymous shared file of `len` bytes, readable and writable by its owner only.
-/// It has no name in any file system: it disappears with the last descriptor and
-/// mapping, whatever way the process ends.
+/// The seals every file peers map carries: nobody, its owner included, can change its
+/// size any more (nor the seals).
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// An anonymous shared file of `len` bytes, readable and writable by its owner only,
+/// sealed at that size (see the module doc). It has no name in any file system: it
+/// disappears with the last descriptor and mapping, whatever way the process ends.
+/// A large `len` costs nothing until pages are written (the file is sparse).
 pub fn memfd(len: usize) -> Result<OwnedFd> {
+    let len = libc::off_t::try_from(len).map_err(|_| Error::NoMem)?;
     let name = CString::new("fabric-shm").map_err(|_| Error::Inval)?;
     // SAFETY: `name` is a valid NUL-terminated string; the call has no other inputs.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(last_os_error());
     }
@@ -40,12 +57,47 @@ pub fn memfd(len: usize) -> Result<OwnedFd> {
     // SAFETY: plain syscalls on a descriptor we own.
     let ok = unsafe {
         libc::fchmod(fd.as_raw_fd(), 0o600) == 0
-            && libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) == 0
+            && libc::ftruncate(fd.as_raw_fd(), len) == 0
+            && libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) == 0
     };
     if !ok {
         return Err(last_os_error());
     }
     Ok(fd)
+}
+
+/// `Ok` if the file behind `fd` can no longer shrink (`F_SEAL_SHRINK`), whoever holds
+/// it: a peer's file must pass this before it is mapped, or its owner (or any process
+/// of the user) could truncate it under our mapping. `Err(AddrNotAvail)` for a file
+/// without the seal: not one this provider made.
+pub fn require_sealed(fd: &OwnedFd) -> Result<()> {
+    // SAFETY: F_GET_SEALS takes no argument; `fd` is a valid descriptor.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 {
+        // EINVAL: not a file that takes seals at all.
+        return Err(Error::AddrNotAvail);
+    }
+    if seals & libc::F_SEAL_SHRINK == 0 {
+        return Err(Error::AddrNotAvail);
+    }
+    Ok(())
+}
+
+/// Gives the pages of `off..off + len` of `fd` back to the system (they read as zeros
+/// afterwards); the file keeps its size. Best effort: on failure the pages stay.
+pub fn punch_hole(fd: &OwnedFd, off: usize, len: usize) {
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: a plain syscall on a descriptor we own; the size seals allow it.
+    unsafe {
+        libc::fallocate(
+            fd.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        )
+    };
 }
 
 /// Opens descriptor `fd` of process `pid` (same user) through `/proc`, read-write.
@@ -362,6 +414,43 @@ impl ReadOnlyMapping {
     pub fn len(&self) -> usize {
         self.len
     }
+
+    /// Maps the pages of the first `len` bytes now (`MADV_POPULATE_READ`, Linux 5.14
+    /// on), so that no copy out of them takes a page fault later. Best effort, as
+    /// [`Mapping::populate`].
+    pub fn populate(&self, len: usize) {
+        if len == 0 {
+            return;
+        }
+        // SAFETY: advice on a range of this live mapping; populating changes no byte.
+        unsafe {
+            libc::madvise(
+                self.ptr.as_ptr().cast(),
+                len.min(self.len),
+                libc::MADV_POPULATE_READ,
+            )
+        };
+    }
+
+    /// Loads the 8-byte word at `off` (a multiple of 8) with `order`.
+    #[inline]
+    pub fn load(&self, off: usize, order: Ordering) -> u64 {
+        assert!(off.is_multiple_of(8) && off <= self.len && 8 <= self.len - off);
+        // SAFETY: in bounds and 8-aligned (mappings are page-aligned); the owner
+        // accesses shared words atomically, and a load is all this view issues.
+        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast::<u64>()) }.load(order)
+    }
+
+    /// Copies the bytes at `off..off + dst.len()` into `dst`. The owner may be changing
+    /// them (a misbehaving one): that changes only the values copied, which callers
+    /// validate; no reference to the shared bytes is formed.
+    #[inline]
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        assert!(off <= self.len && dst.len() <= self.len - off);
+        // SAFETY: the source is in bounds of a live mapping; `dst` is ordinary memory
+        // of ours, so the ranges do not overlap.
+        unsafe { fabric::mem::copy_bytes(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+    }
 }
 
 impl Drop for ReadOnlyMapping {
@@ -492,8 +581,49 @@ impl ProcessHandle {
     }
 }
 
+/// The environment variable of the test hook that refuses cross-memory attach to some
+/// peers, as a kernel whose ptrace policy forbids it would (Yama's
+/// `kernel.yama.ptrace_scope = 1` between sibling processes): `others` refuses every
+/// process but our own, a comma-separated list of pids refuses those. Our own process
+/// stays allowed, so the start-up probe ([`cma_probe`]) passes as it does there.
+pub const CMA_DENY_ENV: &str = "FABRIC_SHM_TEST_CMA_DENY";
+
+/// Whether the test hook ([`CMA_DENY_ENV`]) refuses cross-memory attach to `pid`.
+fn cma_denied(pid: u32) -> bool {
+    enum Deny {
+        None,
+        Others,
+        Pids(Vec<u32>),
+    }
+    static DENY: std::sync::OnceLock<Deny> = std::sync::OnceLock::new();
+    let deny = DENY.get_or_init(|| match std::env::var(CMA_DENY_ENV) {
+        Err(_) => Deny::None,
+        Ok(v) if v == "others" => Deny::Others,
+        Ok(v) => Deny::Pids(v.split(',').filter_map(|p| p.trim().parse().ok()).collect()),
+    });
+    match deny {
+        Deny::None => false,
+        Deny::Others => pid != getpid(),
+        Deny::Pids(p) => p.contains(&pid),
+    }
+}
+
+/// The error of a failed `process_vm_readv`/`process_vm_writev`: `Access` when the
+/// kernel refuses the peer (its ptrace policy: the caller may fall back to shared
+/// files), `Io` for anything else (a bad address, a peer gone).
+fn cma_error() -> Error {
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::Access,
+        _ => Error::Io,
+    }
+}
+
 /// Copies `dst.len()` bytes from address `addr` of process `pid` (cross-memory attach).
+/// `Err(Access)` when the kernel refuses us that process, `Err(Io)` otherwise.
 pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
+    if cma_denied(pid) {
+        return Err(Error::Access);
+    }
     let mut done = 0usize;
     while done < dst.len() {
         let local = libc::iovec {
@@ -507,7 +637,10 @@ pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
         // SAFETY: `local` describes memory we own exclusively (`dst`); the kernel checks
         // the remote range against the peer's address space and fails with EFAULT.
         let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n <= 0 {
+        if n < 0 {
+            return Err(cma_error());
+        }
+        if n == 0 {
             return Err(Error::Io);
         }
         done += n as usize;
@@ -516,7 +649,11 @@ pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
 }
 
 /// Copies `src` to address `addr` of process `pid` (cross-memory attach).
+/// `Err(Access)` when the kernel refuses us that process, `Err(Io)` otherwise.
 pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
+    if cma_denied(pid) {
+        return Err(Error::Access);
+    }
     let mut done = 0usize;
     while done < src.len() {
         let local = libc::iovec {
@@ -532,7 +669,10 @@ pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
         // fails with EFAULT. Which of the peer's bytes are written is the peer's choice
         // (it named the range).
         let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n <= 0 {
+        if n < 0 {
+            return Err(cma_error());
+        }
+        if n == 0 {
             return Err(Error::Io);
         }
         done += n as usize;
@@ -540,8 +680,11 @@ pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Whether cross-memory attach works here: a real `process_vm_readv` of our own memory.
-/// Kernels built without it, seccomp filters and container policies refuse it.
+/// Whether cross-memory attach works here at all: a real `process_vm_readv` of our own
+/// memory. Kernels built without it, seccomp filters and container policies refuse
+/// it. Reading our own memory is always allowed where it works, so this says nothing
+/// about peers: a ptrace policy (Yama) may still refuse each of them, which the
+/// provider learns per peer (see `rndv`).
 pub fn cma_probe() -> bool {
     let src = *b"fabric-shm cma probe";
     let mut dst = [0u8; 20];
@@ -549,7 +692,7 @@ pub fn cma_probe() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -561,6 +704,70 @@ mod tests {
         // SAFETY: valid descriptor and out-pointer.
         assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
         assert_eq!(st.st_mode & 0o777, 0o600);
+    }
+
+    /// `ftruncate(fd, len)`: the errno when it fails.
+    pub(crate) fn truncate(fd: RawFd, len: usize) -> std::result::Result<(), i32> {
+        // SAFETY: test: a plain syscall on a descriptor number.
+        match unsafe { libc::ftruncate(fd, len as libc::off_t) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+        }
+    }
+
+    /// Truncating a file peers map fails with `EPERM`, through our descriptor or
+    /// through `/proc` (as any process of the user could), and so does growing it.
+    #[test]
+    fn memfd_is_sealed_against_resizing() {
+        let fd = memfd(8192).unwrap();
+        assert_eq!(truncate(fd.as_raw_fd(), 0), Err(libc::EPERM));
+        assert_eq!(truncate(fd.as_raw_fd(), 4096), Err(libc::EPERM));
+        assert_eq!(truncate(fd.as_raw_fd(), 1 << 20), Err(libc::EPERM));
+        let other = open_peer_fd(getpid(), fd.as_raw_fd() as u32).unwrap();
+        assert_eq!(truncate(other.as_raw_fd(), 0), Err(libc::EPERM));
+        assert_eq!(file_size(&fd).unwrap(), 8192);
+        // Nor can the seals be taken off or changed.
+        // SAFETY: test: fcntl on a valid descriptor.
+        let r = unsafe { libc::fcntl(other.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
+        assert_eq!(r, -1);
+        assert_eq!(require_sealed(&other), Ok(()));
+    }
+
+    /// A file without the seals is refused before it is mapped.
+    #[test]
+    fn unsealed_files_are_refused() {
+        let name = CString::new("unsealed").unwrap();
+        // SAFETY: test: a valid name; the descriptor is owned at once.
+        let fd =
+            unsafe { OwnedFd::from_raw_fd(libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC)) };
+        assert_eq!(require_sealed(&fd), Err(Error::AddrNotAvail));
+        // Sealing allowed, but only against growth: shrinking, the hazard, stays open.
+        // SAFETY: test: as above.
+        let fd = unsafe {
+            OwnedFd::from_raw_fd(libc::memfd_create(
+                name.as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            ))
+        };
+        // SAFETY: test: fcntl on a valid descriptor.
+        assert_eq!(
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) },
+            0
+        );
+        assert_eq!(require_sealed(&fd), Err(Error::AddrNotAvail));
+        let file = std::fs::File::open("/proc/self/stat").unwrap();
+        assert_eq!(
+            require_sealed(&OwnedFd::from(file)),
+            Err(Error::AddrNotAvail)
+        );
+    }
+
+    #[test]
+    fn out_of_descriptors_is_emfile_not_nomem() {
+        assert_eq!(errno_error(Some(libc::EMFILE)), Error::MFile);
+        assert_eq!(errno_error(Some(libc::ENFILE)), Error::MFile);
+        assert_eq!(errno_error(Some(libc::ENOMEM)), Error::NoMem);
+        assert_eq!(Error::MFile.code(), libc::EMFILE);
     }
 
     /// Pages of `m`'s file in memory (`mincore`; for a memfd, the pages allocated).

@@ -1114,3 +1114,50 @@ fn a_response_waits_for_a_channel_instead_of_being_dropped() {
     assert_eq!(acks[0].0.op, Op::Ack as u8);
     assert_eq!(acks[0].0.req, 42);
 }
+
+/// Every file peers map refuses to shrink or grow (`EPERM`), through the owner's
+/// descriptor or through `/proc` as any process of the user would open it: the
+/// region, both staging files, and (in their own modules' tests) the directory and
+/// mapped segments. Large payloads still cross afterwards.
+#[test]
+fn files_peers_map_cannot_be_resized() {
+    use crate::sys::tests::truncate;
+    use std::os::fd::AsRawFd;
+    // Without cross-memory attach: the far staging file exists as well.
+    let mut a = end(false);
+    let mut b = end(false);
+    let region = crate::name::Name::decode(a.ep.name()).unwrap().fd;
+    let near = a.ep.region().stage(0).expect("near staging file").0;
+    let far = a.ep.region().stage(1).expect("far staging file").0;
+    for fd in [region, near, far] {
+        let other = crate::sys::open_peer_fd(crate::sys::getpid(), fd).unwrap();
+        for len in [0, 4096, 1 << 30] {
+            assert_eq!(truncate(fd as i32, len), Err(libc::EPERM), "fd {fd}");
+            assert_eq!(
+                truncate(other.as_raw_fd(), len),
+                Err(libc::EPERM),
+                "fd {fd}"
+            );
+        }
+    }
+    let to_b = resolve(&b);
+    for (i, len) in [100_000usize, 2 << 20].into_iter().enumerate() {
+        let body: Vec<u8> = (0..len).map(|x| (x * 7 + i) as u8).collect();
+        send(&mut a, &to_b, &tagged(i as u64, len), &body).unwrap();
+        let got = drain(&mut b);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].2 == body, "payload of {len} bytes differs");
+    }
+}
+
+/// A variable that is not a number is refused, not replaced by the default.
+#[test]
+fn bad_numbers_in_the_environment_are_refused() {
+    let p = |v| crate::parse_usize("FABRIC_SHM_CHANNELS", v, 16);
+    assert_eq!(p(None), Ok(16));
+    assert_eq!(p(Some("8")), Ok(8));
+    assert_eq!(p(Some(" 32 ")), Ok(32));
+    for bad in ["abc", "", "-1", "1.5", "0x10", "16k"] {
+        assert_eq!(p(Some(bad)), Err(Error::Inval), "{bad:?}");
+    }
+}
