@@ -1285,3 +1285,42 @@ fn a_refused_response_is_reported_on_the_eq() {
     assert_eq!(e.err, Error::Io);
     assert_eq!(e.prov_errno, Error::Again.code());
 }
+
+/// Unexpected payloads are buffered up to `UNEXPECTED_BYTES`; later arrivals wait in
+/// the transport (the sender keeps them), and every one is received once receives are
+/// posted.
+#[test]
+fn unexpected_bytes_are_bounded_and_the_rest_waits_in_the_transport() {
+    let (a, b, b_at_a, _) = pair();
+    a.far().remote_from(0);
+    const N: usize = 80;
+    const LEN: usize = 1 << 20;
+    for i in 0..N {
+        a.ep.tsend(&pattern(LEN, i as u8), b_at_a, i as u64, Context(i))
+            .unwrap();
+        ok(&a.cq, &[]);
+    }
+    for _ in 0..10 {
+        b.domain.progress();
+    }
+    let held = b.ep.ep().rx[0].state.with(|st| st.pool.held());
+    assert!(held <= super::UNEXPECTED_BYTES, "held {held}");
+    assert_eq!(held, super::UNEXPECTED_BYTES / LEN * LEN);
+    assert_eq!(
+        b.far().queued(),
+        N - held / LEN,
+        "the rest waits in the transport"
+    );
+    let mut buf = vec![0u8; LEN];
+    for i in 0..N {
+        // SAFETY: `buf` is read only after this receive's completion.
+        unsafe {
+            b.ep.trecv(&mut buf, FiAddr::UNSPEC, i as u64, 0, Context(1))
+        }
+        .unwrap();
+        let e = ok(&b.cq, &[]);
+        assert_eq!((e.tag, e.len), (i as u64, LEN));
+        assert!(buf == pattern(LEN, i as u8), "message {i}");
+    }
+    assert_eq!(b.ep.ep().rx[0].state.with(|st| st.pool.held()), 0);
+}
