@@ -143,8 +143,9 @@ fn raise_nofile() {
 struct Flock {
     kids: Vec<Kid>,
     alive: Vec<bool>,
-    /// How long the parent waits for one phase (the children's deadline plus a margin,
-    /// so a child that gives up says why before the parent does).
+    /// How long the parent waits for one phase: twice the children's deadline plus a
+    /// margin, so a child that gives up says why before the parent does (children wait
+    /// up to three deadlines for the parent).
     phase: Duration,
 }
 
@@ -174,7 +175,7 @@ impl Flock {
         Flock {
             kids,
             alive: vec![true; n],
-            phase: child_deadline + Duration::from_secs(15),
+            phase: child_deadline * 2 + Duration::from_secs(15),
         }
     }
 
@@ -458,8 +459,11 @@ impl Pe {
     }
 
     /// The parent's next line starting with `word` (the rest), progressing meanwhile.
+    /// The parent waits for the slowest of many children first, so this wait may take
+    /// three deadlines.
     fn wait_line(&mut self, word: &str) -> String {
         let start = Instant::now();
+        let limit = self.deadline * 3;
         loop {
             if let Some(l) = self.inbox.pop_front() {
                 match l.strip_prefix(word) {
@@ -468,8 +472,8 @@ impl Pe {
                 }
             }
             self.poll();
-            if start.elapsed() > self.deadline {
-                self.give_up(&format!("the parent's {word}"));
+            if start.elapsed() > limit {
+                self.give_up(&format!("the parent's {word} ({limit:?})"));
             }
             std::thread::sleep(Duration::from_micros(200));
         }
