@@ -463,6 +463,9 @@ pub struct ShmPull(Src);
 enum Src {
     Staged(Staged),
     Ring(RingPull),
+    /// A payload of this many bytes that cannot be read (its descriptor is bad, or its
+    /// sender's files are gone with it).
+    Lost(usize),
 }
 
 /// A large payload: staged by the sender, or (rendezvous) still in its buffer.
@@ -514,6 +517,13 @@ impl ShmPull {
             r.len.set(len);
             r.src.set(*src);
         }
+    }
+
+    /// A payload of `len` bytes of which nothing can be read: a message whose staged
+    /// payload is out of reach still fails its receive (`FI_EIO`), never completing
+    /// it as an empty success.
+    pub fn lost(len: usize) -> ShmPull {
+        ShmPull(Src::Lost(len))
     }
 
     /// The packet was consumed: hands the staging slot or the rendezvous record back
@@ -802,6 +812,7 @@ impl Pull for ShmPull {
         match &self.0 {
             Src::Staged(s) => s.len,
             Src::Ring(r) => r.len.get(),
+            Src::Lost(len) => *len,
         }
     }
 
@@ -809,6 +820,7 @@ impl Pull for ShmPull {
         match &self.0 {
             Src::Staged(s) => s.read(off, dst),
             Src::Ring(r) => r.read(off, dst),
+            Src::Lost(_) => Err(Error::Io),
         }
     }
 }

@@ -1257,10 +1257,13 @@ impl Transport for ShmEp {
                                     }
                                     c
                                 }
-                                // Bad descriptor: hand on an empty payload of the wrong
-                                // length so the core answers the request with an error.
+                                // Bad descriptor, or the sender's files are gone: a
+                                // payload of the announced length that cannot be read,
+                                // so the core fails the receive or answers the request
+                                // with an error.
                                 Err(_) => {
-                                    let c = f.packet(&hdr, &ch.src, Payload::Inline(&[]));
+                                    let lost = ShmPull::lost(desc.len as usize);
+                                    let c = f.packet(&hdr, &ch.src, Payload::Remote(&lost));
                                     if c && desc.mode != cell::Desc::RNDV {
                                         // The slot is of no use to anyone: back to the sender.
                                         peer.region
