@@ -1126,6 +1126,56 @@ fn concurrent_fetch_adds_across_processes() {
     t.finish();
 }
 
+/// The target process is killed while this one accesses its published segment
+/// directly (through an attached key and through the endpoint): once `waitpid`
+/// returned for it, the very next operation of either kind fails with `HostUnreach`
+/// instead of landing in, or reading from, the dead process's memory.
+#[test]
+fn direct_ops_fail_at_once_after_the_target_died() {
+    let mut t = Kid::spawn("target", "default", &[]);
+    let nt = unhex(&t.expect("NAME"));
+    let i = node::<Stack<Shm>>();
+    let peer = i.av.insert(&nt).unwrap();
+    let rk = RemoteKey::attach(&nt, KEY_RW).unwrap();
+    let fetch_add = |ctx: usize| -> std::result::Result<u64, Error> {
+        let mut old = [0u8; 8];
+        // SAFETY: `old` outlives the operation, which completes before this returns.
+        let posted = unsafe {
+            i.ep.fetch_atomic(
+                &1u64.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                peer,
+                COUNTER + 8,
+                KEY_RW,
+                Context(ctx),
+            )
+        };
+        posted?;
+        match now(&i) {
+            Ok(_) => Ok(u64::from_ne_bytes(old)),
+            Err(e) => Err(e.err),
+        }
+    };
+    // Live: both paths work, many times over (well past any periodic check).
+    for k in 0..1000 {
+        assert_eq!(rk.fetch_add_u64(COUNTER, 1), Ok(k));
+        assert_eq!(fetch_add(k as usize), Ok(k));
+    }
+    t.child.kill().unwrap();
+    t.child.wait().unwrap();
+    assert_eq!(
+        rk.fetch_add_u64(COUNTER, 1),
+        Err(Error::HostUnreach),
+        "a fetch-add on the dead target's memory succeeded"
+    );
+    assert_eq!(rk.put(COUNTER, &[1; 8]), Err(Error::HostUnreach));
+    assert_eq!(fetch_add(7), Err(Error::HostUnreach));
+    let mut back = [0u8; 8];
+    assert_eq!(rk.get(COUNTER, &mut back), Err(Error::HostUnreach));
+}
+
 // ---------------------------------------------------------------------------------
 // Across processes: child side
 // ---------------------------------------------------------------------------------
