@@ -316,6 +316,17 @@ fn lifeline(name: &Name, fd: u32, tid: u32) -> Result<Arc<PeerLifeline>> {
     Ok(l)
 }
 
+/// Lets go of every cached peer that is gone (see [`PeerRegion::gone`]): for a
+/// receiver after a sender left, whose channel no longer names it. A few loads per
+/// cached peer, no system call where peers have lifelines.
+pub fn sweep() {
+    // Checked outside the lock: `gone` takes it to let go.
+    let all: Vec<Arc<PeerRegion>> = peers().values().cloned().collect();
+    for p in &all {
+        p.gone();
+    }
+}
+
 /// The cached resolution of endpoint `nonce`, if any.
 pub fn cached(nonce: u64) -> Option<Arc<PeerRegion>> {
     peers().get(&nonce).cloned()
