@@ -84,7 +84,7 @@ use fabric::attr::EpType;
 use fabric::{Error, Info, Provider, Result};
 
 pub use directory::DIR_ENTRIES;
-pub use mapped::{DirectMr, MappedSegment, UNPUBLISH_WAIT};
+pub use mapped::{quarantined, DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
 pub use region::{Geometry, RNDV_RECORDS};
