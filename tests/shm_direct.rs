@@ -1126,6 +1126,108 @@ fn concurrent_fetch_adds_across_processes() {
     t.finish();
 }
 
+/// The target process is killed while this one accesses its published segment
+/// directly (through an attached key and through the endpoint): once `waitpid`
+/// returned for it, the very next operation of either kind fails with `HostUnreach`
+/// instead of landing in, or reading from, the dead process's memory.
+#[test]
+fn direct_ops_fail_at_once_after_the_target_died() {
+    let mut t = Kid::spawn("target", "default", &[]);
+    let nt = unhex(&t.expect("NAME"));
+    let i = node::<Stack<Shm>>();
+    let peer = i.av.insert(&nt).unwrap();
+    let rk = RemoteKey::attach(&nt, KEY_RW).unwrap();
+    let fetch_add = |ctx: usize| -> std::result::Result<u64, Error> {
+        let mut old = [0u8; 8];
+        // SAFETY: `old` outlives the operation, which completes before this returns.
+        let posted = unsafe {
+            i.ep.fetch_atomic(
+                &1u64.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                peer,
+                COUNTER + 8,
+                KEY_RW,
+                Context(ctx),
+            )
+        };
+        posted?;
+        match now(&i) {
+            Ok(_) => Ok(u64::from_ne_bytes(old)),
+            Err(e) => Err(e.err),
+        }
+    };
+    // Live: both paths work, many times over (well past any periodic check).
+    for k in 0..1000 {
+        assert_eq!(rk.fetch_add_u64(COUNTER, 1), Ok(k));
+        assert_eq!(fetch_add(k as usize), Ok(k));
+    }
+    t.child.kill().unwrap();
+    t.child.wait().unwrap();
+    assert_eq!(
+        rk.fetch_add_u64(COUNTER, 1),
+        Err(Error::HostUnreach),
+        "a fetch-add on the dead target's memory succeeded"
+    );
+    assert_eq!(rk.put(COUNTER, &[1; 8]), Err(Error::HostUnreach));
+    assert_eq!(fetch_add(7), Err(Error::HostUnreach));
+    let mut back = [0u8; 8];
+    assert_eq!(rk.get(COUNTER, &mut back), Err(Error::HostUnreach));
+}
+
+/// A child puts 1 MiB at a time into a published segment, over and over; the owner
+/// stops it (`SIGSTOP`), most likely inside a put, withdraws the segment, takes the
+/// memory back and fills it, then lets the child go on (`SIGCONT`): whatever the child
+/// was doing, no byte of it lands in the memory the owner got back. A withdrawal that
+/// outwaited the stopped child quarantined the segment.
+#[test]
+fn a_stopped_initiator_never_writes_memory_taken_back() {
+    const KEY: u64 = 0xd7_0003;
+    const LEN: usize = 1 << 20;
+    let t = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(LEN).unwrap();
+    let mut k = Kid::spawn("putter", "default", &[]);
+    k.say(&format!("PEER {} {KEY} {LEN}", hex(&t.ep.name())));
+    let pid = k.child.id() as libc::pid_t;
+    let before = fabric_shm::quarantined();
+    let mut stopped_inside = 0;
+    for round in 1..=6u8 {
+        let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while u64_at(&mr, LEN - 8) != u64::from_ne_bytes([0xee; 8]) {
+            assert!(Instant::now() < deadline, "round {round}: no put landed");
+            std::hint::spin_loop();
+        }
+        // SAFETY: signals to our own child, which is alive until the end of the test.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        std::thread::sleep(Duration::from_millis(5));
+        let start = Instant::now();
+        drop(mr);
+        if start.elapsed() >= fabric_shm::UNPUBLISH_WAIT {
+            stopped_inside += 1;
+        }
+        seg.as_mut_slice().fill(round);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        let until = Instant::now() + Duration::from_millis(50);
+        while Instant::now() < until {
+            assert!(
+                seg.as_slice().iter().all(|&b| b == round),
+                "round {round}: a put landed after the withdrawal"
+            );
+        }
+        if stopped_inside >= 2 {
+            break;
+        }
+    }
+    assert!(
+        stopped_inside > 0,
+        "the child was never stopped inside a put"
+    );
+    assert_eq!(fabric_shm::quarantined() - before, stopped_inside);
+}
+
 // ---------------------------------------------------------------------------------
 // Across processes: child side
 // ---------------------------------------------------------------------------------
@@ -1355,6 +1457,22 @@ where
     }
 }
 
+/// Puts 0xee over the whole segment the parent publishes (`PEER name key len`), again
+/// and again, attaching anew whenever the key is withdrawn; until killed.
+fn role_putter(ctl: &Ctl) {
+    let l = ctl.expect("PEER");
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let (target, key, len) = (unhex(w[0]), w[1].parse().unwrap(), w[2].parse().unwrap());
+    let data = vec![0xeeu8; len];
+    loop {
+        let Ok(rk) = RemoteKey::attach(&target, key) else {
+            std::thread::yield_now();
+            continue;
+        };
+        while rk.put(rk.base(), &data).is_ok() {}
+    }
+}
+
 /// Entry point of child processes (does nothing unless started as one).
 #[test]
 #[ignore = "child process of the cross-process tests"]
@@ -1365,6 +1483,7 @@ fn child_entry() {
     let ctl = Ctl::new();
     match (role.as_str(), stack.as_str()) {
         ("target", _) => role_target(&ctl),
+        ("putter", _) => role_putter(&ctl),
         ("initiator", "default") => role_initiator::<Stack<Shm>>(&ctl),
         ("initiator", "safe") => role_initiator::<Stack<Shm, ThreadSafe>>(&ctl),
         ("initiator", "safe_auto") => role_initiator::<Stack<Shm, ThreadSafe, Auto>>(&ctl),

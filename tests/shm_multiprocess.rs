@@ -541,6 +541,30 @@ where
     ctl.expect("BYE");
 }
 
+/// Sends the parent a small message and a staged one (tags 1 and 2), reports `SENT`
+/// once both completed, then exits when told (`BYE`).
+fn role_send_exit<S: Config>(ctl: &Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
+    let n = node::<S>();
+    let peer = connect(ctl, &n);
+    loop {
+        match n.ep.tinject(&pattern(64, 1), peer, 1) {
+            Ok(()) => break,
+            Err(Error::Again) => {
+                n.domain.progress();
+            }
+            Err(e) => panic!("inject: {e}"),
+        }
+    }
+    n.ep.tsend(&pattern(50_000, 2), peer, 2, Context(2))
+        .unwrap();
+    next(&n).unwrap();
+    ctl.report("SENT");
+    ctl.expect("BYE");
+}
+
 /// Rendezvous sizes (the smallest rendezvous payload and larger).
 const RNDV_SIZES: &[usize] = &[fabric_shm::RNDV_MIN, 1 << 20, 16 << 20];
 
@@ -668,6 +692,7 @@ fn child_entry() {
         "rndv_send" => with_stack!(stack.as_str(), role_rndv_send, &ctl),
         "late_recv" => with_stack!(stack.as_str(), role_late_recv, &ctl),
         "rndv_to_dying" => with_stack!(stack.as_str(), role_rndv_to_dying, &ctl),
+        "send_exit" => with_stack!(stack.as_str(), role_send_exit, &ctl),
         other => panic!("unknown role {other}"),
     }
 }
@@ -1124,4 +1149,77 @@ fn rendezvous_sender_survives_a_killed_receiver() {
         "returned {waited:?} after the kill"
     );
     s.finish();
+}
+
+/// Descriptors and shared-memory mappings of the provider in this process. Other
+/// mappings are left out: the test's own threads come and go with their stacks, and
+/// the allocator keeps the arenas they used.
+fn fds_and_maps() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("memfd:fabric-shm"))
+        .count();
+    (fds, maps)
+}
+
+/// Peers that sent to an endpoint and exited leave nothing behind in it: once
+/// progress ran a while, its process has about as many descriptors and mappings as
+/// before they came (before, each departed peer kept two descriptors and a mapping).
+#[test]
+fn departed_peers_are_released() {
+    type S = Stack<Shm>;
+    const PEERS: usize = 30;
+    // At once no more than the region's channels, so no sender waits for one.
+    const BATCH: usize = 10;
+    let n = node::<S>();
+    let mine = hex(&n.ep.name());
+    let mut small = [[0u8; 64]; BATCH];
+    let mut big = vec![vec![0u8; 50_000]; BATCH];
+    n.domain.progress();
+    let (fds0, maps0) = fds_and_maps();
+    for _ in 0..PEERS / BATCH {
+        let kids: Vec<Kid> = (0..BATCH)
+            .map(|_| {
+                let mut k = Kid::spawn("send_exit", "default", &[]);
+                k.expect("NAME");
+                k.say(&format!("PEER {mine}"));
+                k
+            })
+            .collect();
+        for (s, b) in small.iter_mut().zip(big.iter_mut()) {
+            // SAFETY: the buffers outlive the receives, which complete below.
+            unsafe {
+                n.ep.trecv(s, FiAddr::UNSPEC, 1, 0, Context(1)).unwrap();
+                n.ep.trecv(b, FiAddr::UNSPEC, 2, 0, Context(2)).unwrap();
+            }
+        }
+        for _ in 0..2 * BATCH {
+            next(&n).expect("a message of a departing peer");
+        }
+        assert!(small.iter().all(|s| s[..] == pattern(64, 1)[..]));
+        assert!(big.iter().all(|b| b[..] == pattern(50_000, 2)[..]));
+        for mut k in kids {
+            k.expect("SENT");
+            k.say("BYE");
+            k.finish();
+        }
+        // Each batch is let go before the next comes: a departure racing with a new
+        // sender's claim of the same channel is the channel table's business, not
+        // this test's.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut now = fds_and_maps();
+        while (now.0 > fds0 + 2 || now.1 > maps0 + 1) && Instant::now() < deadline {
+            n.domain.progress();
+            std::thread::sleep(Duration::from_millis(1));
+            now = fds_and_maps();
+        }
+        assert!(
+            now.0 <= fds0 + 2 && now.1 <= maps0 + 1,
+            "{BATCH} departed peers: descriptors {fds0} -> {}, mappings {maps0} -> {}",
+            now.0,
+            now.1
+        );
+    }
 }

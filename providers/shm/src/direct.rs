@@ -29,10 +29,6 @@ use crate::peer::PeerRegion;
 use crate::segment::{Lane, SegFile};
 use crate::sys;
 
-/// How many direct operations a sender performs between liveness checks of the
-/// target process (a check costs system calls; a dead target's memory would
-/// otherwise keep accepting writes nobody reads).
-const LIVENESS_EVERY: u32 = 1 << 16;
 /// Most cached (peer, key) entries of one sender before the cache starts over.
 const CACHE_MAX: usize = 4096;
 
@@ -269,7 +265,6 @@ pub struct TxDirect {
     index: HashMap<(u64, u64), usize, BuildHasherDefault<PairHasher>>,
     /// The entry used last: repeated use of one (peer, key) skips the hash lookup.
     last: usize,
-    ops: u32,
 }
 
 impl TxDirect {
@@ -486,27 +481,21 @@ pub fn run<F: FnMut(&[u8])>(
     perform(tx, to, req, (kind, access), hold, out)
 }
 
-/// Whether `to` may be accessed directly now: not known dead, not closed, and alive
-/// at the liveness check that every [`LIVENESS_EVERY`]th operation makes. Counts the
-/// operation.
+/// Whether `to` may be accessed directly now: its endpoint open and its process alive,
+/// checked on every operation (a few loads, see [`PeerRegion::gone_lately`]), so no
+/// operation after the target's death is reported done. A declined operation takes
+/// the ring path, which fails it with `HostUnreach`.
 #[inline(always)]
 fn admit(tx: &mut TxDirect, to: &PeerRegion) -> bool {
-    if to.known_dead() || to.region.closed() {
-        return false;
-    }
-    tx.ops = tx.ops.wrapping_add(1);
-    !tx.ops.is_multiple_of(LIVENESS_EVERY) || alive(tx, to)
+    !to.gone_lately() || departed(tx, to)
 }
 
-/// The periodic liveness check of [`admit`]: forgets a dead peer's segments.
+/// [`admit`] of a peer found gone: forgets its segments, so their mappings go.
 #[cold]
 #[inline(never)]
-fn alive(tx: &mut TxDirect, to: &PeerRegion) -> bool {
-    if to.gone() {
-        tx.forget_peer(to.name.nonce);
-        return false;
-    }
-    true
+fn departed(tx: &mut TxDirect, to: &PeerRegion) -> bool {
+    tx.forget_peer(to.name.nonce);
+    false
 }
 
 /// An RMA write of `data` to `addr` under `key` into `to`'s published memory: [`run`]

@@ -37,9 +37,12 @@
 //! and rights) and complete at once, with no progress by the target. See [`mapped`].
 //!
 //! An address ([`NAME_LEN`] bytes) names the owner process by pid *and* start time, so
-//! a reused pid is never mistaken for the peer. A peer that dies is noticed within
-//! about 10 ms of progress; every operation waiting on it completes with
-//! `FI_EHOSTUNREACH`.
+//! a reused pid is never mistaken for the peer. Whether a peer process lives is one
+//! load from its lifeline, a page the kernel updates when the process ends (see
+//! `peer`), so no check costs a system call however many peers there are: a send or
+//! direct access issued after the peer's threads ended (before it can be reaped)
+//! fails with `FI_EHOSTUNREACH`, and every operation waiting on it completes with
+//! `FI_EHOSTUNREACH` within about 10 ms of progress.
 //!
 //! Environment: `FABRIC_SHM_CMA=0` forces the bounce-buffer path for large payloads
 //! (and so turns rendezvous off); `FABRIC_SHM_RNDV_MIN` (bytes, default [`RNDV_MIN`])
@@ -91,7 +94,7 @@ use fabric::attr::EpType;
 use fabric::{Error, Info, Provider, Result};
 
 pub use directory::DIR_ENTRIES;
-pub use mapped::{DirectMr, MappedSegment, UNPUBLISH_WAIT};
+pub use mapped::{quarantined, DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
 pub use region::{Geometry, RNDV_RECORDS};

@@ -47,8 +47,14 @@
 //! then waits until no peer is inside an access (each initiator counts itself in the
 //! segment's busy word around every access, or marks its own busy lane, then rechecks
 //! the entry: either it sees the entry gone or the owner sees it busy; see `lanes`),
-//! for at most [`UNPUBLISH_WAIT`], and only then deregisters the region. No peer
-//! accesses the segment afterwards.
+//! for at most [`UNPUBLISH_WAIT`], then deregisters the region. A peer still inside
+//! an access then (stopped by a signal or a debugger, or killed) may write later, and
+//! that cannot be known in bounded time: the segment is then *quarantined* before the
+//! drop returns. A new file with a copy of the data is put under the owner's mapping
+//! at the same addresses, so the owner gets back memory no peer maps, and a late write
+//! lands in the old file, which lives on only in peers' mappings. [`quarantined`]
+//! counts these withdrawals, and each logs a line on standard error. Either way, no
+//! peer's access reaches the memory the owner got back.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,8 +70,17 @@ use crate::Shm;
 
 /// Longest a withdrawal waits for peers' accesses in progress. Only a peer stopped in
 /// the middle of an access (a copy of at most `MAX_MSG_SIZE` bytes, or one atomic) for
-/// longer, or one killed inside it, makes it give up.
+/// longer, or one killed inside it, makes it give up and quarantine the segment (see
+/// the module documentation).
 pub const UNPUBLISH_WAIT: Duration = Duration::from_secs(1);
+
+/// Withdrawals of this process that quarantined their segment: peers were still
+/// inside an access after [`UNPUBLISH_WAIT`] (see the module documentation).
+pub fn quarantined() -> u64 {
+    QUARANTINED.load(Ordering::Relaxed)
+}
+
+static QUARANTINED: AtomicU64 = AtomicU64::new(0);
 
 /// Shared memory for a directly mapped region: an anonymous file (`memfd`, mode 0600)
 /// mapped in this process, which peers of the same user map when it is published.
@@ -140,6 +155,7 @@ impl MappedSegment {
             return Err(Error::OpNotSupp);
         }
         let dir = Directory::global()?;
+        self.file.settle();
         let fd = self.file.fd();
         let nonce = self.file.nonce();
         let (view, data) = self.file.split();
@@ -162,7 +178,7 @@ impl MappedSegment {
                 state,
                 view,
             },
-            mr,
+            mr: Some(mr),
         })
     }
 }
@@ -175,8 +191,10 @@ struct Publication<'a> {
     view: SegView<'a>,
 }
 
-impl Drop for Publication<'_> {
-    fn drop(&mut self) {
+impl Publication<'_> {
+    /// Withdraws the directory entry and waits for peers' accesses in progress, for at
+    /// most [`UNPUBLISH_WAIT`]; whether they all ended.
+    fn withdraw(&self) -> bool {
         self.dir.unpublish(self.slot, self.state);
         // Peers count themselves busy (sequentially consistent), or mark their lane
         // busy with the barrier below standing in for their fence, before they recheck
@@ -195,9 +213,33 @@ impl Drop for Publication<'_> {
                 spins += 1;
                 std::hint::spin_loop();
             } else if Instant::now() >= deadline {
-                break;
+                return false;
             } else {
                 std::thread::yield_now();
+            }
+        }
+        true
+    }
+
+    /// Keeps the memory from peers that did not leave in time (see the module
+    /// documentation). Without a new file and mapping the memory could only be handed
+    /// back while a peer may still write it: the process stops instead.
+    fn quarantine(&self) {
+        match self.view.quarantine(crate::fresh_nonce()) {
+            Ok(()) => {
+                QUARANTINED.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "fabric-shm: a peer was still inside an access to a withdrawn segment \
+                     ({} bytes) after {UNPUBLISH_WAIT:?}: its memory was quarantined",
+                    self.view.len()
+                );
+            }
+            Err(e) => {
+                eprintln!(
+                    "fabric-shm: cannot quarantine a withdrawn segment that a peer may \
+                     still write ({e}); aborting rather than hand the memory back"
+                );
+                std::process::abort();
             }
         }
     }
@@ -208,15 +250,26 @@ impl Drop for Publication<'_> {
 /// Dropping it withdraws the publication, waits for peers' accesses in progress, then
 /// deregisters the region.
 pub struct DirectMr<'a, S: Config> {
-    // Field order matters: the publication is withdrawn before the region goes.
     publication: Publication<'a>,
-    mr: MemoryRegion<'a, S>,
+    /// `Some` until dropped: the publication is withdrawn before the region goes, and
+    /// a quarantine, if needed, comes after.
+    mr: Option<MemoryRegion<'a, S>>,
+}
+
+impl<S: Config> Drop for DirectMr<'_, S> {
+    fn drop(&mut self) {
+        let clear = self.publication.withdraw();
+        drop(self.mr.take());
+        if !clear {
+            self.publication.quarantine();
+        }
+    }
 }
 
 impl<'a, S: Config> DirectMr<'a, S> {
     /// The memory region.
     pub fn mr(&self) -> &MemoryRegion<'a, S> {
-        &self.mr
+        self.mr.as_ref().expect("registered until dropped")
     }
 
     /// The 8-byte word at byte `offset` of the region, as an atomic: local loads,
@@ -244,15 +297,15 @@ impl<'a, S: Config> Deref for DirectMr<'a, S> {
     type Target = MemoryRegion<'a, S>;
 
     fn deref(&self) -> &MemoryRegion<'a, S> {
-        &self.mr
+        self.mr()
     }
 }
 
 impl<S: Config> std::fmt::Debug for DirectMr<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DirectMr")
-            .field("key", &self.mr.key())
-            .field("len", &self.mr.len())
+            .field("key", &self.mr().key())
+            .field("len", &self.mr().len())
             .finish()
     }
 }
@@ -312,12 +365,36 @@ mod tests {
         // Withdrawn: the key can be published again, and the memory is ours again.
         seg.as_mut_slice()[0] = 1;
         let mr = seg.register(&d, &attr(0xa1_0001)).unwrap();
-        // A peer that never leaves (killed inside an access) is waited for until
-        // `UNPUBLISH_WAIT`, then given up on: the drop returns.
+        // A peer that never leaves (stopped inside an access) is waited for until
+        // `UNPUBLISH_WAIT`, then given up on: the drop returns with the segment
+        // quarantined, so what the peer writes later never reaches the owner.
         peer.busy().fetch_add(1, Ordering::SeqCst);
-        let start = Instant::now();
+        let (before, start) = (quarantined(), Instant::now());
         drop(mr);
         assert!(start.elapsed() >= UNPUBLISH_WAIT);
+        assert_eq!(quarantined(), before + 1);
+        assert_eq!(&seg.as_slice()[..2], &[1, 0], "the data is kept");
+        peer.copy_in(0, &[0xee; 64]);
+        assert_eq!(
+            &seg.as_slice()[..2],
+            &[1, 0],
+            "a late write reached the owner"
+        );
+        seg.as_mut_slice()[0] = 3;
+        assert_eq!(
+            peer.bytes(0, 1),
+            &[0xee],
+            "the peer's file is not the owner's"
+        );
+        // Published again, it is the new file that peers map.
+        let mr = seg.register(&d, &attr(0xa1_0001)).unwrap();
+        assert_eq!(
+            SegFile::open(sys::getpid(), fd, 4096, nonce).err(),
+            Some(Error::AddrNotAvail),
+            "the old file is still the segment's"
+        );
+        drop(mr);
+        assert_eq!(quarantined(), before + 1);
     }
 
     #[test]

@@ -1,6 +1,18 @@
 //! Resolved peers: a peer endpoint's region mapped into this process, cached per
 //! process so every endpoint talking to it shares one mapping, plus what tells
 //! whether the peer is still there.
+//!
+//! Liveness of another process is read from its lifeline (`sys::Lifeline`), mapped
+//! read-only once per peer process: one load, no system call, whatever the number of
+//! peers. A peer reads dead from the moment its threads ended, which the kernel
+//! completes before the process can be reaped: once `waitpid` returned for it, every
+//! later check sees it dead. Where a peer has no lifeline (a C library whose mutex
+//! layout is unknown) the kernel is asked instead, at most once per [`ASK_PERIOD`] on
+//! the paths that check often.
+//!
+//! A peer seen gone leaves the process-wide cache and the calling thread's last
+//! resolution at once, so its mappings go as soon as no endpoint or address vector
+//! still holds it.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -15,9 +27,10 @@ use crate::direct::PeerDir;
 use crate::name::{Name, NAME_LEN};
 use crate::region::Region;
 use crate::stage::StageMap;
-use crate::sys::{self, ProcessHandle};
+use crate::sys::{self, PeerLifeline, ProcessHandle};
 
-/// How often, at most, [`PeerRegion::gone_lately`] asks the kernel.
+/// How often, at most, [`PeerRegion::gone_lately`] asks the kernel about a peer
+/// without a lifeline.
 pub const ASK_PERIOD: Duration = Duration::from_millis(1);
 
 /// What endpoints of this process share with their in-process peers: the waiter to
@@ -36,8 +49,8 @@ pub struct PeerRegion {
     pub name: Name,
     /// The peer's address, wire form.
     pub raw: [u8; NAME_LEN],
-    /// The peer's process, when it is another process.
-    proc: Option<ProcessHandle>,
+    /// What tells whether the peer's process lives.
+    life: Life,
     /// The peer's shared state, when it lives in this process.
     pub local: Option<Arc<Local>>,
     /// Set once the peer was seen dead: later sends fail at once.
@@ -101,32 +114,56 @@ impl PeerRegion {
             self.cma_reads.store(CmaReads::No as u8, Ordering::Relaxed);
         }
     }
+}
 
-    /// Whether the peer closed its endpoint or its process is gone. Costs system
-    /// calls for another process: for slow paths only.
+/// What tells whether a peer's process lives.
+enum Life {
+    /// A peer in this process: it lives as long as its endpoint ([`PeerRegion::local`]).
+    Local,
+    /// Another process's lifeline, shared by all its endpoints.
+    Line(Arc<PeerLifeline>),
+    /// Another process without a lifeline: asked of the kernel.
+    Proc(ProcessHandle),
+}
+
+impl PeerRegion {
+    /// Whether the peer closed its endpoint or its process is gone. A few loads,
+    /// except for another process without a lifeline, which costs system calls.
+    #[inline]
     pub fn gone(&self) -> bool {
         if self.dead.load(Ordering::Relaxed) {
             return true;
         }
         let gone = self.region.closed()
-            || match &self.proc {
-                Some(p) => !p.alive(),
-                None => self
+            || match &self.life {
+                Life::Line(l) => !l.alive(),
+                Life::Proc(p) => !p.alive(),
+                Life::Local => self
                     .local
                     .as_ref()
-                    .is_some_and(|l| Arc::strong_count(l) == 1),
+                    .is_none_or(|l| Arc::strong_count(l) == 1),
             };
-        if gone {
-            self.dead.store(true, Ordering::Relaxed);
+        if gone && !self.dead.swap(true, Ordering::Relaxed) {
+            release(self);
         }
         gone
     }
 
-    /// [`Self::gone`] for a sender that the peer's full ring refuses, which may retry
-    /// in a tight loop: the system calls at most once per [`ASK_PERIOD`] (a peer seen
-    /// dead or a closed region still answer at once). A full ring is backpressure
-    /// far more often than a dead peer, and every ask costs microseconds.
+    /// [`Self::gone`] for a caller that may ask in a tight loop (a sender that the
+    /// peer's full ring refuses, the direct path on every operation): a peer without a
+    /// lifeline is asked of the kernel at most once per [`ASK_PERIOD`] (a peer seen
+    /// dead or a closed region still answer at once).
+    #[inline]
     pub fn gone_lately(&self) -> bool {
+        match &self.life {
+            Life::Proc(_) => self.gone_asking(),
+            _ => self.gone(),
+        }
+    }
+
+    /// [`Self::gone_lately`] of a peer without a lifeline.
+    #[cold]
+    fn gone_asking(&self) -> bool {
         if self.known_dead() || self.region.closed() {
             return self.gone();
         }
@@ -140,9 +177,13 @@ impl PeerRegion {
     }
 
     /// Whether the peer's process is gone (never for a peer of this process: a
-    /// thread of ours that is in a call finishes it). Costs system calls.
+    /// thread of ours that is in a call finishes it).
     pub fn process_gone(&self) -> bool {
-        self.proc.as_ref().is_some_and(|p| !p.alive())
+        match &self.life {
+            Life::Local => false,
+            Life::Line(l) => !l.alive(),
+            Life::Proc(p) => !p.alive(),
+        }
     }
 
     /// Whether the peer is known dead (one load).
@@ -150,6 +191,30 @@ impl PeerRegion {
     pub fn known_dead(&self) -> bool {
         self.dead.load(Ordering::Relaxed)
     }
+}
+
+/// Drops the process-wide cache's and this thread's hold on `p`, seen gone: its
+/// mappings go once the endpoints and address vectors that hold it let go.
+#[cold]
+fn release(p: &PeerRegion) {
+    let mine = |q: &Arc<PeerRegion>| std::ptr::eq(Arc::as_ptr(q), p);
+    // Taken out under the lock, dropped after it: a last reference unmaps.
+    let cached = {
+        let mut map = peers();
+        match map.get(&p.name.nonce) {
+            Some(q) if mine(q) => map.remove(&p.name.nonce),
+            _ => None,
+        }
+    };
+    let last = LAST
+        .try_with(|l| {
+            l.try_borrow_mut()
+                .ok()
+                .and_then(|mut l| l.take_if(|q| mine(q)))
+        })
+        .ok()
+        .flatten();
+    drop((cached, last));
 }
 
 /// The instant [`PeerRegion::gone_lately`] counts from.
@@ -239,16 +304,26 @@ fn resolve_shared(name: Name) -> Result<Arc<PeerRegion>> {
     } else {
         None
     };
-    let proc = match local {
-        Some(_) => None,
-        None => Some(ProcessHandle::open(name.pid, name.start)?),
+    let life = match local {
+        Some(_) => Life::Local,
+        None => process_life(&name)?,
     };
     let region = Region::open(&name)?;
+    let life = match (life, region.lifeline()) {
+        (Life::Proc(p), Some((fd, tid))) => match lifeline(&name, fd, tid) {
+            Ok(l) => Life::Line(l),
+            // A lifeline that reads dead: so is the process (a bad one only says
+            // its owner is dead).
+            Err(_) if !p.alive() => return Err(Error::AddrNotAvail),
+            Err(_) => Life::Proc(p),
+        },
+        (life, _) => life,
+    };
     let p = Arc::new(PeerRegion {
         region,
         name,
         raw: name.encode(),
-        proc,
+        life,
         local,
         dead: AtomicBool::new(false),
         asked: AtomicU64::new(0),
@@ -262,6 +337,47 @@ fn resolve_shared(name: Name) -> Result<Arc<PeerRegion>> {
     map.retain(|_, q| Arc::strong_count(q) > 1 || !(q.known_dead() || q.region.closed()));
     map.insert(name.nonce, p.clone());
     Ok(p)
+}
+
+/// A handle on the process `name` names, if it is alive and the one that started
+/// then (a reused pid is refused).
+fn process_life(name: &Name) -> Result<Life> {
+    Ok(Life::Proc(ProcessHandle::open(name.pid, name.start)?))
+}
+
+/// The lifeline of `name`'s process (descriptor `fd`, thread `tid`), mapped once per
+/// process and shared by its endpoints; `AddrNotAvail` unless it reads alive.
+fn lifeline(name: &Name, fd: u32, tid: u32) -> Result<Arc<PeerLifeline>> {
+    type Lines = FxHashMap<(u32, u64), Weak<PeerLifeline>>;
+    static LINES: OnceLock<Mutex<Lines>> = OnceLock::new();
+    let mut lines = LINES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let key = (name.pid, name.start);
+    if let Some(l) = lines.get(&key).and_then(Weak::upgrade) {
+        if l.alive() {
+            return Ok(l);
+        }
+    }
+    let l = Arc::new(PeerLifeline::open(name.pid, fd, tid)?);
+    if !l.alive() {
+        return Err(Error::AddrNotAvail);
+    }
+    lines.retain(|_, w| w.strong_count() > 0);
+    lines.insert(key, Arc::downgrade(&l));
+    Ok(l)
+}
+
+/// Lets go of every cached peer that is gone (see [`PeerRegion::gone`]): for a
+/// receiver after a sender left, whose channel no longer names it. A few loads per
+/// cached peer, no system call where peers have lifelines.
+pub fn sweep() {
+    // Checked outside the lock: `gone` takes it to let go.
+    let all: Vec<Arc<PeerRegion>> = peers().values().cloned().collect();
+    for p in &all {
+        p.gone();
+    }
 }
 
 /// The cached resolution of endpoint `nonce`, if any.

@@ -174,8 +174,10 @@ pub struct CellAt<'a> {
 pub struct Region {
     map: Mapping,
     geo: Geometry,
-    /// Keeps our own region's file open so peers can open it through /proc.
-    _fd: OwnedFd,
+    /// Keeps our own region's file open so peers can open it through /proc (`None`
+    /// for a peer's region: the mapping keeps the memory, a descriptor would only
+    /// count against our limit).
+    _fd: Option<OwnedFd>,
 }
 
 impl Region {
@@ -188,8 +190,13 @@ impl Region {
         map.populate(HEADER_BYTES);
         let pid = sys::getpid();
         let start = sys::start_time(pid).ok_or(Error::Io)?;
-        let r = Region { map, geo, _fd: fd };
-        let rawfd = r._fd.as_raw_fd() as u32;
+        let rawfd = fd.as_raw_fd() as u32;
+        let r = Region {
+            map,
+            geo,
+            _fd: Some(fd),
+        };
+        r.publish_lifeline();
         r.put_u32(OFF_VERSION, VERSION);
         r.put_u32(OFF_NCHAN, geo.nchan as u32);
         r.put_u32(OFF_CELLS, geo.cells as u32);
@@ -239,7 +246,13 @@ impl Region {
             return Err(Error::AddrNotAvail);
         }
         let map = Mapping::new(&fd, geo.bytes())?;
-        Ok(Region { map, geo, _fd: fd })
+        // The descriptor goes now: the mapping keeps the file, and a peer's region
+        // costs no descriptor.
+        Ok(Region {
+            map,
+            geo,
+            _fd: None,
+        })
     }
 
     /// The region's geometry.
@@ -562,6 +575,34 @@ impl Region {
     /// Bytes of the region.
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// Where the owner process's lifeline is advertised: the header's last line, which
+/// nothing else uses.
+const OFF_LIFELINE: usize = HEADER_BYTES - 64;
+static_assertions::const_assert!(OFF_RNDV + RNDV_STRIDE * RNDV_RECORDS <= OFF_LIFELINE);
+
+impl Region {
+    /// Advertises this process's lifeline (see `sys::Lifeline`), if it has one.
+    fn publish_lifeline(&self) {
+        if let Some(l) = sys::Lifeline::own() {
+            self.set_lifeline(l.fd(), l.tid());
+        }
+    }
+
+    /// Advertises the owner process's lifeline: descriptor `fd`, mutex thread `tid`.
+    pub fn set_lifeline(&self, fd: u32, tid: u32) {
+        self.put_u32(OFF_LIFELINE, fd);
+        self.atomic32(OFF_LIFELINE + 4)
+            .store(tid, Ordering::Release);
+    }
+
+    /// The owner process's lifeline (descriptor, mutex thread), unvalidated, if it
+    /// advertises one.
+    pub fn lifeline(&self) -> Option<(u32, u32)> {
+        let tid = self.atomic32(OFF_LIFELINE + 4).load(Ordering::Acquire);
+        (tid != 0).then(|| (self.get_u32(OFF_LIFELINE), tid))
     }
 }
 

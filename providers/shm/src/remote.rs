@@ -9,7 +9,7 @@
 //! operation either lands before the owner's `close`/`refresh` of the registration
 //! returns or fails with `NoKey`; it never writes memory the owner took back.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use fabric::flags::MrAccess;
@@ -17,10 +17,6 @@ use fabric::{Error, Result};
 
 use crate::direct::{self, Target};
 use crate::peer::{self, PeerRegion};
-
-/// How many operations between liveness checks of the target process (a check costs
-/// system calls; the memory of a dead peer would otherwise keep accepting writes).
-const LIVENESS_EVERY: u32 = 1 << 16;
 
 /// A peer's registered, directly mapped region, attached by this process.
 ///
@@ -45,7 +41,6 @@ const LIVENESS_EVERY: u32 = 1 << 16;
 pub struct RemoteKey {
     target: Target,
     peer: Arc<PeerRegion>,
-    ops: AtomicU32,
 }
 
 impl std::fmt::Debug for RemoteKey {
@@ -67,11 +62,7 @@ impl RemoteKey {
     pub fn attach(peer: &[u8], key: u64) -> Result<RemoteKey> {
         let peer = peer::resolve(peer)?;
         let target = direct::attach(&peer, key)?;
-        Ok(RemoteKey {
-            target,
-            peer,
-            ops: AtomicU32::new(0),
-        })
+        Ok(RemoteKey { target, peer })
     }
 
     /// The registered address of the region's first byte.
@@ -91,7 +82,9 @@ impl RemoteKey {
 
     /// Stores `src` at registered address `addr` (`fi_write`). `Access` without remote
     /// write access, `Fault` out of bounds, `NoKey` after the owner closed the
-    /// registration, `HostUnreach` once the peer died.
+    /// registration, `HostUnreach` once the peer died (from the first operation after
+    /// its threads ended, which happens before it can be reaped), or closed its
+    /// endpoint.
     #[inline]
     pub fn put(&self, addr: u64, src: &[u8]) -> Result<()> {
         let off = self.start(addr, src.len(), MrAccess::REMOTE_WRITE)?;
@@ -137,15 +130,11 @@ impl RemoteKey {
             .ok_or(Error::Inval)
     }
 
-    /// The checks before an operation: the peer's liveness now and then, then access
-    /// and bounds; the data offset of `addr`.
+    /// The checks before an operation: the peer's liveness (a few loads, see
+    /// [`PeerRegion::gone_lately`]), then access and bounds; the data offset of `addr`.
     #[inline]
     fn start(&self, addr: u64, len: usize, access: MrAccess) -> Result<usize> {
-        // Relaxed load and store rather than an increment: the count only paces the
-        // checks, and a lost update among threads merely delays one.
-        let n = self.ops.load(Ordering::Relaxed).wrapping_add(1);
-        self.ops.store(n, Ordering::Relaxed);
-        if self.peer.known_dead() || (n.is_multiple_of(LIVENESS_EVERY) && self.peer.gone()) {
+        if self.peer.gone_lately() {
             return Err(Error::HostUnreach);
         }
         self.target.check(addr, len, access)

@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use fabric::{Error, Result};
 
@@ -62,6 +62,9 @@ pub struct SegFile {
     fd: OwnedFd,
     len: usize,
     nonce: u64,
+    /// The file (descriptor, nonce) that a quarantine ([`SegView::quarantine`]) put
+    /// under the owner's mapping, until [`Self::settle`] takes it.
+    swapped: Mutex<Option<(OwnedFd, u64)>>,
 }
 
 impl SegFile {
@@ -75,6 +78,7 @@ impl SegFile {
             fd,
             len,
             nonce,
+            swapped: Mutex::new(None),
         };
         s.word64(OFF_NONCE).store(nonce, Ordering::Relaxed);
         // Lanes are offered only if the barrier works here: a withdrawal issues it.
@@ -102,6 +106,7 @@ impl SegFile {
             fd,
             len,
             nonce,
+            swapped: Mutex::new(None),
         };
         if s.word64(OFF_MAGIC).load(Ordering::Acquire) != MAGIC
             || s.word64(OFF_NONCE).load(Ordering::Relaxed) != nonce
@@ -109,6 +114,17 @@ impl SegFile {
             return Err(Error::AddrNotAvail);
         }
         Ok(s)
+    }
+
+    /// Adopts the file a quarantine put under the owner's mapping, if any: from then
+    /// on [`Self::fd`] and [`Self::nonce`] name it. The owner calls it before it
+    /// publishes the segment again.
+    pub fn settle(&mut self) {
+        let swapped = self.swapped.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((fd, nonce)) = swapped.take() {
+            self.fd = fd;
+            self.nonce = nonce;
+        }
     }
 
     /// The descriptor peers open through `/proc` (the owner's).
@@ -188,13 +204,20 @@ impl SegFile {
     /// segment. Both borrow the segment for `'a` and do not overlap as memory the
     /// caller reaches through them: the view only hands out atomics.
     pub fn split(&mut self) -> (SegView<'_>, &mut [u8]) {
+        let base = self.map.ptr();
+        // SAFETY: the data lies in the live mapping and is handed out once, for the
+        // borrow of `self`; as in `data_mut`, peers only access it while published.
+        // The view refers to the header words (atomics) and to `swapped`, which the
+        // slice does not cover.
+        let data = unsafe { std::slice::from_raw_parts_mut(base.add(SEG_HEADER), self.len) };
         let view = SegView {
             // SAFETY: the mapping is live and non-null for the borrow.
-            base: unsafe { NonNull::new_unchecked(self.map.ptr()) },
+            base: unsafe { NonNull::new_unchecked(base) },
             len: self.len,
+            swapped: &self.swapped,
             _seg: PhantomData,
         };
-        (view, self.data_mut())
+        (view, data)
     }
 
     /// Copies `src` to data offset `off` (bounds checked by the caller's range check;
@@ -285,6 +308,7 @@ impl Drop for Lane {
 pub struct SegView<'a> {
     base: NonNull<u8>,
     len: usize,
+    swapped: &'a Mutex<Option<(OwnedFd, u64)>>,
     _seg: PhantomData<&'a SegFile>,
 }
 
@@ -319,6 +343,48 @@ impl SegView<'_> {
     /// Data bytes.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Takes the segment's memory out of reach of peers still mapping it: puts a new
+    /// file (a new nonce `nonce`, no peer busy) with a copy of the data under the
+    /// owner's mapping, at the same addresses, so that a peer stopped inside an access
+    /// that resumes later writes pages the owner no longer maps. The old file lives on
+    /// only in peers' mappings. For a withdrawal whose peers did not all leave in
+    /// time, once nothing else in this process accesses the data (the registration is
+    /// gone): a copy racing with this process's own stores could lose them.
+    pub fn quarantine(&self, nonce: u64) -> Result<()> {
+        let total = SEG_HEADER + self.len;
+        let fresh = SegFile::create(self.len, nonce)?;
+        // SAFETY: both ranges are the data of live mappings of `len` bytes, of two
+        // different files, so they do not overlap; a stopped peer may still write the
+        // source, which only changes the bytes copied (no reference is formed).
+        unsafe {
+            fabric::mem::copy_bytes(
+                self.base.as_ptr().add(SEG_HEADER),
+                fresh.map.ptr().add(SEG_HEADER),
+                self.len,
+            )
+        };
+        // SAFETY: replaces, at the same addresses and length, the mapping this view
+        // was made from (live for `'a`), by a shared mapping of the new file; no other
+        // memory is affected. What lives in the range is shared memory accessed through
+        // atomics and copies only, whose bytes are the copy's from here on.
+        let p = unsafe {
+            libc::mmap(
+                self.base.as_ptr().cast(),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fresh.fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p != self.base.as_ptr().cast() {
+            return Err(Error::NoMem);
+        }
+        let SegFile { fd, .. } = fresh;
+        *self.swapped.lock().unwrap_or_else(|e| e.into_inner()) = Some((fd, nonce));
+        Ok(())
     }
 
     /// The data's first byte.

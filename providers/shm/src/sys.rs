@@ -14,7 +14,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fabric::{Error, Result};
 
@@ -618,6 +618,173 @@ fn cma_error() -> Error {
     }
 }
 
+/// Bytes of a lifeline file (one page).
+pub const LIFELINE_BYTES: usize = 4096;
+/// The owner-TID bits of a futex word (`FUTEX_TID_MASK`): the kernel clears them, and
+/// sets `FUTEX_OWNER_DIED`, when the owner of a robust mutex dies.
+const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+
+/// This process's lifeline: a one-page anonymous file (mode 0600, sealed against
+/// shrinking and growing) holding a process-shared robust mutex that a thread of its
+/// own, parked for ever, holds. While the process lives, the mutex's futex word is
+/// that thread's id; when the thread ends, which only happens when the process ends
+/// (exit, `exec` or any signal, `SIGKILL` included), the kernel's robust-list walk
+/// clears the id before the process can be reaped. Peers map the page read-only, so
+/// telling whether this process lives costs them one load ([`PeerLifeline::alive`]).
+pub struct Lifeline {
+    fd: OwnedFd,
+    tid: u32,
+    /// Keeps the page mapped: the locking thread's robust list points into it.
+    _map: Mapping,
+}
+
+impl Lifeline {
+    /// This process's lifeline, made on first use; `None` where it cannot be made
+    /// or the C library's mutex does not keep the owner's id in its first word (peers
+    /// then ask the kernel instead, see [`ProcessHandle`]). A child forked from this
+    /// process makes its own.
+    pub fn own() -> Option<&'static Lifeline> {
+        type Own = Option<(u32, Option<&'static Lifeline>)>;
+        static OWN: std::sync::Mutex<Own> = std::sync::Mutex::new(None);
+        let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = getpid();
+        match *own {
+            Some((at, l)) if at == pid => l,
+            _ => {
+                let l = Lifeline::make().ok();
+                *own = Some((pid, l));
+                l
+            }
+        }
+    }
+
+    fn make() -> Result<&'static Lifeline> {
+        let name = CString::new("fabric-shm-lifeline").map_err(|_| Error::Inval)?;
+        // SAFETY: `name` is a valid NUL-terminated string; the call has no other inputs.
+        let fd = unsafe {
+            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
+        if fd < 0 {
+            return Err(last_os_error());
+        }
+        // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: plain syscalls on a descriptor we own.
+        let ok = unsafe {
+            libc::fchmod(fd.as_raw_fd(), 0o600) == 0
+                && libc::ftruncate(fd.as_raw_fd(), LIFELINE_BYTES as libc::off_t) == 0
+                && libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) == 0
+        };
+        if !ok {
+            return Err(last_os_error());
+        }
+        let map = Mapping::new(&fd, LIFELINE_BYTES)?;
+        let mutex = map.ptr().cast::<libc::pthread_mutex_t>();
+        static_assertions::const_assert!(
+            std::mem::size_of::<libc::pthread_mutex_t>() <= LIFELINE_BYTES
+        );
+        // SAFETY: `attr` is initialized by pthread_mutexattr_init before any other use
+        // and destroyed after the mutex is; `mutex` points to fresh, page-aligned,
+        // zeroed memory of the mapping, large enough (asserted above), that nothing
+        // else uses yet.
+        let init = unsafe {
+            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            let ok = libc::pthread_mutexattr_init(&mut attr) == 0;
+            let ok = ok
+                && libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED) == 0
+                && libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST) == 0
+                && libc::pthread_mutex_init(mutex, &attr) == 0;
+            libc::pthread_mutexattr_destroy(&mut attr);
+            ok
+        };
+        if !init {
+            return Err(Error::Io);
+        }
+        let at = mutex as usize;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("fabric-shm-lifeline".into())
+            .spawn(move || {
+                // SAFETY: gettid has no inputs.
+                let tid = unsafe { libc::gettid() };
+                // SAFETY: `at` is the mutex initialized above, in a mapping that is
+                // never unmapped (`Lifeline::own` leaks it); nobody else locks it.
+                let locked = unsafe { libc::pthread_mutex_lock(at as *mut libc::pthread_mutex_t) };
+                let _ = tx.send((locked == 0).then_some(tid as u32));
+                // Holding the mutex is this thread's whole purpose: it ends with the
+                // process.
+                loop {
+                    std::thread::park();
+                }
+            })
+            .map_err(|_| Error::NoMem)?;
+        let tid = rx.recv().map_err(|_| Error::Io)?.ok_or(Error::Io)?;
+        // Leaked on purpose: the locking thread holds the mutex for the life of the
+        // process, and its robust list points into the page, which must stay mapped
+        // as long (even when the check below refuses the lifeline).
+        let l: &'static Lifeline = Box::leak(Box::new(Lifeline { fd, tid, _map: map }));
+        // SAFETY: the first 4 bytes of the live, page-aligned mapping; the mutex's
+        // owner writes them atomically (the C library and the kernel), we only load.
+        let word = unsafe { &*l._map.ptr().cast::<AtomicU32>() }.load(Ordering::SeqCst);
+        // The futex word is the mutex's first in glibc (and musl); a library that
+        // keeps it elsewhere cannot be read this way.
+        if tid == 0 || tid > FUTEX_TID_MASK || word & FUTEX_TID_MASK != tid {
+            return Err(Error::OpNotSupp);
+        }
+        Ok(l)
+    }
+
+    /// The descriptor peers open through `/proc`.
+    pub fn fd(&self) -> u32 {
+        self.fd.as_raw_fd() as u32
+    }
+
+    /// The id of the thread holding the mutex: the futex word while the process lives.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+}
+
+/// A peer process's [`Lifeline`], mapped read-only; its descriptor is closed once
+/// mapped.
+pub struct PeerLifeline {
+    map: ReadOnlyMapping,
+    tid: u32,
+}
+
+impl PeerLifeline {
+    /// Maps lifeline descriptor `fd` of process `pid`, whose mutex thread is `tid`.
+    /// `AddrNotAvail` for anything but a sealed page-sized file (a peer that could
+    /// shrink it could make our loads fault) or a zero `tid`.
+    pub fn open(pid: u32, fd: u32, tid: u32) -> Result<PeerLifeline> {
+        if tid == 0 || tid > FUTEX_TID_MASK {
+            return Err(Error::AddrNotAvail);
+        }
+        let fd = open_peer_fd_read_only(pid, fd)?;
+        // SAFETY: F_GET_SEALS takes no argument beyond the descriptor we own.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 || file_size(&fd)? < LIFELINE_BYTES {
+            return Err(Error::AddrNotAvail);
+        }
+        Ok(PeerLifeline {
+            map: ReadOnlyMapping::new(&fd, LIFELINE_BYTES)?,
+            tid,
+        })
+    }
+
+    /// Whether the process lives: one load of a line nobody writes while it does.
+    /// Turns false once its threads ended, before it can be reaped.
+    #[inline]
+    pub fn alive(&self) -> bool {
+        // SAFETY: the first 4 bytes of a live read-only mapping of a file that cannot
+        // shrink (sealed, checked at open), page-aligned; only ever read atomically
+        // here (the owner's C library and kernel write it atomically).
+        let word = unsafe { &*self.map.ptr().cast::<AtomicU32>() };
+        word.load(Ordering::Acquire) & FUTEX_TID_MASK == self.tid
+    }
+}
+
 /// Copies `dst.len()` bytes from address `addr` of process `pid` (cross-memory attach).
 /// `Err(Access)` when the kernel refuses us that process, `Err(Io)` otherwise.
 pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
@@ -823,6 +990,97 @@ pub(crate) mod tests {
                 .map(|h| !h.alive())
                 .unwrap_or(true));
         }
+    }
+
+    /// Set in the child of `a_killed_processs_lifeline_reads_dead`.
+    const LIFELINE_CHILD: &str = "FABRIC_SHM_LIFELINE_CHILD";
+
+    #[test]
+    fn own_lifeline_reads_alive() {
+        let l = Lifeline::own();
+        if cfg!(target_env = "gnu") {
+            assert!(l.is_some(), "glibc keeps the owner's id in the futex word");
+        }
+        let Some(l) = l else { return };
+        assert!(std::ptr::eq(l, Lifeline::own().unwrap()), "one per process");
+        assert_ne!(l.tid(), 0);
+        let peer = PeerLifeline::open(getpid(), l.fd(), l.tid()).unwrap();
+        assert!(peer.alive());
+        // Another thread's id is not the lifeline's: reads dead.
+        let other = PeerLifeline::open(getpid(), l.fd(), l.tid() + 1).unwrap();
+        assert!(!other.alive());
+        assert!(PeerLifeline::open(getpid(), l.fd(), 0).is_err());
+        // An unsealed file is refused: its owner could shrink it under our loads.
+        let name = CString::new("unsealed").unwrap();
+        // SAFETY: test: a valid name; the descriptor is owned at once.
+        let plain =
+            unsafe { OwnedFd::from_raw_fd(libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC)) };
+        // SAFETY: test: ftruncate on a valid descriptor.
+        assert_eq!(
+            unsafe { libc::ftruncate(plain.as_raw_fd(), LIFELINE_BYTES as libc::off_t) },
+            0
+        );
+        assert_eq!(
+            PeerLifeline::open(getpid(), plain.as_raw_fd() as u32, l.tid()).err(),
+            Some(Error::AddrNotAvail)
+        );
+    }
+
+    /// A process's lifeline, mapped by another, reads alive while it runs and dead
+    /// once it was killed (`SIGKILL`) and reaped, with no system call to tell.
+    #[test]
+    fn a_killed_processs_lifeline_reads_dead() {
+        if Lifeline::own().is_none() {
+            return;
+        }
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "sys::tests::lifeline_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(LIFELINE_CHILD, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let line = out
+            .lines()
+            .map_while(|l| l.ok())
+            .find_map(|l| l.split_once("@@ ").map(|(_, r)| r.to_string()))
+            .expect("the child reports its lifeline");
+        let v: Vec<u32> = line.split(' ').map(|w| w.parse().unwrap()).collect();
+        let (pid, fd, tid) = (v[0], v[1], v[2]);
+        assert_eq!(pid, child.id());
+        let l = PeerLifeline::open(pid, fd, tid).unwrap();
+        for _ in 0..1000 {
+            assert!(l.alive());
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !l.alive(),
+            "the lifeline of a killed, reaped process reads alive"
+        );
+    }
+
+    /// The child of `a_killed_processs_lifeline_reads_dead`: reports its lifeline
+    /// ("@@ pid fd tid"), then waits to be killed.
+    #[test]
+    #[ignore = "child process of a_killed_processs_lifeline_reads_dead"]
+    fn lifeline_child() {
+        if std::env::var(LIFELINE_CHILD).is_err() {
+            return;
+        }
+        let l = Lifeline::own().unwrap();
+        println!("@@ {} {} {}", getpid(), l.fd(), l.tid());
+        use std::io::Write;
+        std::io::stdout().flush().unwrap();
+        // Until killed: the parent never writes, nor closes its end first.
+        let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
     }
 
     #[test]

@@ -1506,6 +1506,8 @@ impl ShmRx {
         if freed {
             let active = r.active();
             self.adopt(active);
+            // A sender that left is resolved by nobody any more: its mappings go now.
+            peer::sweep();
         }
         if !self.shared.track.used() {
             return;
