@@ -1161,3 +1161,46 @@ fn bad_numbers_in_the_environment_are_refused() {
         assert_eq!(p(Some(bad)), Err(Error::Inval), "{bad:?}");
     }
 }
+
+/// A channel freed and claimed again by another sender before the receiver looked is
+/// read as the new sender's: its messages carry the new sender's address and its
+/// responses are matched against the requests sent to it. With the old one-word
+/// bitmap the receiver saw no change and kept the first sender's name for it, so
+/// the new sender's responses were dropped as unsolicited and every operation from
+/// that receiver to it hung (finding 1 of the node-scale issue).
+#[test]
+fn a_channel_claimed_again_is_read_as_the_new_senders() {
+    let one = Geometry::new(1, 256).unwrap();
+    let ep = ShmEp::open(one, tuning(false)).unwrap();
+    let mut r = End {
+        tx: ep.sender(),
+        rx: ep.receiver(),
+        ep,
+    };
+    let to = resolve(&r);
+    let mut s1 = end(false);
+    send(&mut s1, &to, &tagged(1, 8), &[1; 8]).unwrap();
+    let got = drain(&mut r);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, s1.ep.name());
+    // The receiver frees the only channel (as its housekeeping does once the sender
+    // left) and, before its next poll, another sender claims it.
+    r.ep.region().unclaim(0);
+    let mut s2 = end(false);
+    send(&mut s2, &to, &tagged(2, 8), &[2; 8]).unwrap();
+    // A response from the new sender to a request the receiver sent it.
+    r.ep.expect_response(s2.ep.name(), 0, 7, Op::Ack);
+    let ack = Response {
+        op: Op::Ack,
+        tx_idx: 0,
+        req: 7,
+        status: 0,
+    };
+    respond(&mut s2, r.ep.name(), &ack, &[]).unwrap();
+    let got = drain(&mut r);
+    assert_eq!(got.len(), 2, "the message and the response");
+    assert_eq!(got[0].0.tag, 2);
+    assert_eq!(got[0].1, s2.ep.name(), "the new claimer's address");
+    assert_eq!((got[1].0.op, got[1].0.req), (Op::Ack as u8, 7));
+    assert_eq!(got[1].1, s2.ep.name());
+}
