@@ -541,8 +541,9 @@ where
     ctl.expect("BYE");
 }
 
-/// Sends the parent a small message and a staged one (tags 1 and 2), reports `SENT`
-/// once both completed, then exits when told (`BYE`).
+/// Sends the parent a small message and a staged one (tags 1 and 2), receives one
+/// from it (tag 3), reports `SENT` once all three completed, then exits when told
+/// (`BYE`).
 fn role_send_exit<S: Config>(ctl: &Ctl)
 where
     S::Cq: CqFormat<Entry = CqTaggedEntry>,
@@ -560,7 +561,12 @@ where
     }
     n.ep.tsend(&pattern(50_000, 2), peer, 2, Context(2))
         .unwrap();
+    let mut from_parent = [0u8; 64];
+    // SAFETY: `from_parent` outlives the receive, which completes below.
+    unsafe { n.ep.trecv(&mut from_parent, peer, 3, 0, Context(3)) }.unwrap();
     next(&n).unwrap();
+    next(&n).unwrap();
+    assert_eq!(from_parent[..], pattern(64, 3)[..]);
     ctl.report("SENT");
     ctl.expect("BYE");
 }
@@ -1180,14 +1186,20 @@ fn departed_peers_are_released() {
     n.domain.progress();
     let (fds0, maps0) = fds_and_maps();
     for _ in 0..PEERS / BATCH {
+        let mut addrs = Vec::new();
         let kids: Vec<Kid> = (0..BATCH)
             .map(|_| {
                 let mut k = Kid::spawn("send_exit", "default", &[]);
-                k.expect("NAME");
+                addrs.push(n.av.insert(&unhex(&k.expect("NAME"))).unwrap());
                 k.say(&format!("PEER {mine}"));
                 k
             })
             .collect();
+        // This endpoint sends to each of them too: its own channels in their regions
+        // must go with them.
+        for &a in &addrs {
+            n.ep.tsend(&pattern(64, 3), a, 3, Context(3)).unwrap();
+        }
         for (s, b) in small.iter_mut().zip(big.iter_mut()) {
             // SAFETY: the buffers outlive the receives, which complete below.
             unsafe {
@@ -1195,8 +1207,8 @@ fn departed_peers_are_released() {
                 n.ep.trecv(b, FiAddr::UNSPEC, 2, 0, Context(2)).unwrap();
             }
         }
-        for _ in 0..2 * BATCH {
-            next(&n).expect("a message of a departing peer");
+        for _ in 0..3 * BATCH {
+            next(&n).expect("a message of a departing peer, or a send to it");
         }
         assert!(small.iter().all(|s| s[..] == pattern(64, 1)[..]));
         assert!(big.iter().all(|b| b[..] == pattern(50_000, 2)[..]));
@@ -1205,6 +1217,7 @@ fn departed_peers_are_released() {
             k.say("BYE");
             k.finish();
         }
+        n.av.remove(&addrs).unwrap();
         // Each batch is let go before the next comes: a departure racing with a new
         // sender's claim of the same channel is the channel table's business, not
         // this test's.

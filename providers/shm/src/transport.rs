@@ -46,6 +46,9 @@ static_assertions::const_assert!(
 );
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+/// Every how many liveness rounds the sender is asked to let go of departed peers'
+/// channels (and so of its hold on their mappings).
+const SWEEP_EVERY: u32 = 10;
 /// Smallest message streamed through the ring ([`cell::STREAM`]): below it, copying in
 /// before publishing costs less than the receiver waiting on progress words.
 pub const STREAM_MIN: usize = 2048;
@@ -86,6 +89,9 @@ pub(crate) struct EpShared {
     track: Track,
     /// Set while some channel of the sender has spilled responses.
     spilled: AtomicBool,
+    /// Set by the receiver's housekeeping every [`SWEEP_EVERY`]th round: the sender's
+    /// next flush lets go of the channels of peers that are gone.
+    sweep: AtomicBool,
 }
 
 impl EpShared {
@@ -124,6 +130,7 @@ impl ShmEp {
                 tuning,
                 track: Track::default(),
                 spilled: AtomicBool::new(false),
+                sweep: AtomicBool::new(false),
             }),
         })
     }
@@ -211,6 +218,8 @@ pub struct ShmRx {
     active: u64,
     polls: u32,
     last_check: Instant,
+    /// Liveness rounds so far (see [`SWEEP_EVERY`]).
+    rounds: u32,
 }
 
 // Tests the raw op against the constants: decoding it first (`Op::from_raw`) cost
@@ -537,6 +546,19 @@ impl ShmTx {
             self.index.insert(moved.peer.name.nonce, i);
         }
         self.last = 0;
+    }
+
+    /// Drops the channels of peers that are gone (a few loads each): nothing can be
+    /// sent to them any more, and the channel held their region mapped.
+    #[cold]
+    fn let_go_of_departed(&mut self) {
+        let mut i = self.chans.len();
+        while i > 0 {
+            i -= 1;
+            if self.chans[i].peer.gone() {
+                self.forget(i);
+            }
+        }
     }
 
     /// Retries spilled responses of every channel, oldest first, after handing the
@@ -989,6 +1011,7 @@ impl Transport for ShmEp {
             active: 0,
             polls: 0,
             last_check: Instant::now(),
+            rounds: 0,
         }
     }
 
@@ -1310,11 +1333,16 @@ impl Transport for ShmEp {
 
     #[inline]
     fn backlog(&self) -> bool {
-        self.shared.spilled.load(Ordering::Relaxed)
+        self.shared.spilled.load(Ordering::Relaxed) || self.shared.sweep.load(Ordering::Relaxed)
     }
 
     fn flush(&self, tx: &mut ShmTx) {
-        tx.flush_spills();
+        if self.shared.sweep.swap(false, Ordering::Relaxed) {
+            tx.let_go_of_departed();
+        }
+        if self.shared.spilled.load(Ordering::Relaxed) {
+            tx.flush_spills();
+        }
     }
 
     const DIRECT: bool = true;
@@ -1478,6 +1506,10 @@ impl ShmRx {
             return;
         }
         self.last_check = now;
+        self.rounds = self.rounds.wrapping_add(1);
+        if self.rounds.is_multiple_of(SWEEP_EVERY) {
+            self.shared.sweep.store(true, Ordering::Relaxed);
+        }
         let r = &self.shared.region;
         let mut freed = false;
         self.chans.retain(|ch| {
