@@ -57,9 +57,14 @@ lines = ["| senders | rate (M msg/s, all senders) | latency (us, one way, median
 for n in ns:
     rate, lat = med("Rate", n, "msgs_per_s"), med("Lat", n, "lat_us")
     lines.append(f"| {n} | {rate / 1e6:.2f} | {lat:.2f} |")
-lines += ["", "| idle peers | empty CQ read (ns) | with no peer (ns) |", "|---:|---:|---:|"]
+lines += ["", "| idle peers | empty CQ read (ns) | with no peer (ns) | descriptors | mappings of shm files | resident shared memory (KiB) |",
+          "|---:|---:|---:|---:|---:|---:|"]
+def pair(n, key):
+    r = next(r for r in rows if r["mode"] == "Idle" and r["senders"] == n)
+    return f"{r[key][0]} -> {r[key][1]}"
 for n in idle:
-    lines.append(f"| {n} | {med('Idle', n, 'poll_ns'):.1f} | {med('Idle', n, 'poll_ns_no_peer'):.1f} |")
+    lines.append(f"| {n} | {med('Idle', n, 'poll_ns'):.1f} | {med('Idle', n, 'poll_ns_no_peer'):.1f} | "
+                 f"{pair(n, 'fds')} | {pair(n, 'maps')} | {pair(n, 'shmem_kib')} |")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 

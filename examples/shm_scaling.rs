@@ -8,7 +8,9 @@
 //!   the median over senders.
 //! - `idle`: the senders each send one message (so each holds a channel in the
 //!   receiver's region) and then sleep; the receiver reports the time of one empty
-//!   completion-queue read, which polls every channel, against its time with no peer.
+//!   completion-queue read, which polls every channel, against its time with no peer,
+//!   and what the attached peers cost it: descriptors, mappings of the provider's
+//!   files, and shared memory resident in its mappings, before and after.
 //!
 //! One JSON line per run on stdout:
 //!
@@ -222,6 +224,29 @@ fn line(c: &mut Child) -> String {
     l.trim().to_string()
 }
 
+/// This process's open descriptors (but pipes), mappings of the provider's files, and resident
+/// shared memory in KiB (`RssShmem`).
+fn resources() -> (usize, usize, u64) {
+    // Pipes are the senders' stdin and stdout, the tool's own: not counted.
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| {
+        d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| !l.to_string_lossy().starts_with("pipe:"))
+            .count()
+    });
+    let maps = std::fs::read_to_string("/proc/self/maps").map_or(0, |m| {
+        m.lines().filter(|l| l.contains("fabric-shm")).count()
+    });
+    let shmem = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("RssShmem:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0);
+    (fds, maps, shmem)
+}
+
 /// The time of one empty CQ read, in ns (median of 9 batches of `polls`).
 fn poll_ns(n: &Node, polls: u64) -> f64 {
     let mut e = [CqTaggedEntry::default(); 1];
@@ -254,6 +279,7 @@ fn main() {
     let n = node();
     let name = hex(&n.ep.name());
     let baseline = (args.mode == Mode::Idle).then(|| poll_ns(&n, count));
+    let before = resources();
     let mut kids: Vec<Child> = (0..args.senders)
         .map(|_| spawn(args.mode, count, &name))
         .collect();
@@ -275,9 +301,17 @@ fn main() {
                 assert_eq!(line(k), "READY");
             }
             let ns = poll_ns(&n, count);
+            let after = resources();
             format!(
-                "\"poll_ns\":{ns:.1},\"poll_ns_no_peer\":{:.1}",
-                baseline.unwrap()
+                "\"poll_ns\":{ns:.1},\"poll_ns_no_peer\":{:.1},\"fds\":[{},{}],\
+                 \"maps\":[{},{}],\"shmem_kib\":[{},{}]",
+                baseline.unwrap(),
+                before.0,
+                after.0,
+                before.1,
+                after.1,
+                before.2,
+                after.2
             )
         }
         Mode::Rate => {
