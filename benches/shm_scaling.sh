@@ -85,7 +85,8 @@ def panel(x0, title, pts, ylab):
     s.append(f'<line x1="{PAD}" y1="30" x2="{PAD}" y2="{H-30}" stroke="black"/>')
     for i in range(5):
         y = ymax * i / 4
-        s.append(f'<text x="{PAD-4}" y="{Y(y)+4}" text-anchor="end" font-size="10">{y:.3g}</text>')
+        lab = f"{y:.0f}" if ymax >= 100 else f"{y:.3g}"
+        s.append(f'<text x="{PAD-4}" y="{Y(y)+4}" text-anchor="end" font-size="10">{lab}</text>')
     for (n, _), x in zip(pts, xs):
         s.append(f'<text x="{X(x)}" y="{H-16}" text-anchor="middle" font-size="10">{n}</text>')
     path = " ".join(f"{'M' if i == 0 else 'L'}{X(x):.1f},{Y(p[1]):.1f}" for i, (p, x) in enumerate(zip(pts, xs)))
