@@ -13,6 +13,7 @@
 #   IDLE        idle peer counts for the poll cost (1 16 64 256)
 #   OUT         output folder (target/shm_scaling): results.jsonl, table.md, scaling.svg
 #   SKIP_BUILD  1: do not build the example first
+#   PLOT_ONLY   1: run nothing, remake the table and plot from OUT/results.jsonl
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,27 +22,29 @@ NS=${NS:-"1 2 4 8 16 32 64"}
 IDLE=${IDLE:-"1 16 64 256"}
 OUT=${OUT:-target/shm_scaling}
 mkdir -p "$OUT"
-if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+if [[ "${SKIP_BUILD:-0}" != 1 && "${PLOT_ONLY:-0}" != 1 ]]; then
     cargo build --release --example shm_scaling >&2
 fi
 bin=target/release/examples/shm_scaling
 # 256 senders hold a pipe each.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-: >"$OUT/results.jsonl"
 run() {
     echo "+ $bin $*" >&2
     timeout 600 "$bin" "$@" | tee -a "$OUT/results.jsonl"
 }
-for r in $(seq "$ROUNDS"); do
-    for n in $NS; do
-        run --mode rate --senders "$n"
-        run --mode lat --senders "$n"
-    done
-    for n in $IDLE; do
-        run --mode idle --senders "$n"
-    done
-done >/dev/null
+if [[ "${PLOT_ONLY:-0}" != 1 ]]; then
+    : >"$OUT/results.jsonl"
+    for r in $(seq "$ROUNDS"); do
+        for n in $NS; do
+            run --mode rate --senders "$n"
+            run --mode lat --senders "$n"
+        done
+        for n in $IDLE; do
+            run --mode idle --senders "$n"
+        done
+    done >/dev/null
+fi
 
 python3 - "$OUT" <<'EOF'
 import json, statistics, sys
