@@ -677,6 +677,31 @@ mod tests {
         let _ = small.cell_at(&ch, 0);
     }
 
+    /// A forged address naming a huge file that is not a region costs nothing: the
+    /// header is read and refused before anything is mapped, so not one page of the
+    /// file is allocated (a mapping with `MAP_POPULATE`, as before, allocated all
+    /// of it: 4 GiB and seconds for a 4 GiB sparse file).
+    #[test]
+    fn a_forged_name_maps_nothing_of_a_huge_file() {
+        use std::os::fd::AsRawFd;
+        let huge = sys::memfd(1 << 30).unwrap();
+        let pid = sys::getpid();
+        let forged = Name {
+            pid,
+            fd: huge.as_raw_fd() as u32,
+            start: sys::start_time(pid).unwrap(),
+            nonce: 0x1234,
+        };
+        assert_eq!(Region::open(&forged).err(), Some(Error::AddrNotAvail));
+        // SAFETY: `st` is plain old data that fstat fills in; the descriptor is valid.
+        let blocks = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            assert_eq!(libc::fstat(huge.as_raw_fd(), &mut st), 0);
+            st.st_blocks
+        };
+        assert_eq!(blocks, 0, "pages of the forged file were allocated");
+    }
+
     #[test]
     fn open_checks_identity() {
         let geo = Geometry::new(1, 256).unwrap();
