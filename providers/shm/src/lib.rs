@@ -48,7 +48,8 @@
 //! (and so turns rendezvous off); `FABRIC_SHM_RNDV_MIN` (bytes, default [`RNDV_MIN`])
 //! is the smallest rendezvous payload; `FABRIC_SHM_RNDV_WAIT_US` (default 30) the
 //! fixed part of a rendezvous sender's wait;
-//! `FABRIC_SHM_CHANNELS` (sending peers at once, default 1024, at most 65536) and
+//! `FABRIC_SHM_CHANNELS` (sending peers at once, by default 1024 or four per processor
+//! where that is more, at most 65536) and
 //! `FABRIC_SHM_CELLS` (default 256, a power of two, at least 256) size each
 //! endpoint's region, a sparse file of [`DEFAULT_REGION_BYTES`] (about 17 MiB) by
 //! default of which only the header and the rings of the peers sending to it take
@@ -111,9 +112,10 @@ pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
 pub const INLINE_MAX: usize = 8192;
 /// Largest message.
 pub const MAX_MSG_SIZE: usize = 64 << 20;
-/// Default channels per endpoint region (sending peers at once). Unclaimed channels
-/// cost address space, not memory: the region is a sparse file whose ring pages are
-/// allocated by the sender that claims one and freed when it leaves.
+/// Fewest channels per endpoint region by default (sending peers at once; see
+/// [`default_channels`]). Unclaimed channels cost address space, not memory: the
+/// region is a sparse file whose ring pages are allocated by the sender that claims
+/// one and freed when it leaves.
 pub const DEFAULT_CHANNELS: usize = 1024;
 /// Default cells per channel: the fewest allowed. A ring of 16 KiB that the traffic
 /// laps often stays in the caches of both sides: in interleaved pingpong runs on
@@ -121,8 +123,8 @@ pub const DEFAULT_CHANNELS: usize = 1024;
 /// 8 KiB (0.95x at 1 KiB, level at 8 bytes and 64 KiB), and carried 1.6x the 4 KiB
 /// messages per second at window 64 (medians of 8 rounds).
 pub const DEFAULT_CELLS: usize = region::MIN_CELLS;
-/// Bytes of an endpoint's shared region with the default geometry: its size as a
-/// file and in address space (about 17 MiB), most of it never allocated.
+/// Bytes of an endpoint's shared region with [`DEFAULT_CHANNELS`] channels: its size
+/// as a file and in address space (about 17 MiB), most of it never allocated.
 pub const DEFAULT_REGION_BYTES: usize =
     4096 + DEFAULT_CHANNELS * 128 + DEFAULT_CHANNELS * DEFAULT_CELLS * 64;
 /// Shared memory one sending peer takes in a receiver's region by default: its ring
@@ -187,15 +189,25 @@ fn check_cma_env() -> Result<()> {
 /// stderr) for a value that is not a number or a geometry out of bounds.
 pub fn geometry() -> Result<Geometry> {
     let (nchan, cells) = (
-        env_usize("FABRIC_SHM_CHANNELS", DEFAULT_CHANNELS)?,
+        env_usize("FABRIC_SHM_CHANNELS", default_channels())?,
         env_usize("FABRIC_SHM_CELLS", DEFAULT_CELLS)?,
     );
     Geometry::new(nchan, cells).inspect_err(|_| {
         eprintln!(
             "fabric-shm: FABRIC_SHM_CHANNELS={nchan} FABRIC_SHM_CELLS={cells} is no \
-             geometry (channels 1 to 64, cells a power of two from 256 to 1048576)"
+             geometry (channels 1 to {}, cells a power of two from 256 to 1048576)",
+            region::MAX_CHANNELS
         )
     })
+}
+
+/// Channels of a region unless the environment says otherwise: [`DEFAULT_CHANNELS`],
+/// or four per processor this process may run on where that is more, so that a job
+/// running even four processes per core on the node finds a channel for every peer.
+pub fn default_channels() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.saturating_mul(4)
+        .clamp(DEFAULT_CHANNELS, region::MAX_CHANNELS)
 }
 
 fn candidate(ep_type: EpType) -> Info {

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! page 0   magic | version | nchan | cells | pid | fd | start time | nonce
-//!          closed | table generation | release[STAGE_SLOTS] | wake word
+//!          closed | table generation | table high-water mark | release[STAGE_SLOTS]
+//!          wake word
 //!          staging file (fd, len) | mapped-segment directory of the process (fd, len)
 //!          rendezvous records[RNDV_RECORDS] (state, staged copy's address, help request)
 //! table    per channel, two lines: head (consumer position) | claim (claimer's
@@ -53,6 +54,10 @@ const OFF_NONCE: usize = 40;
 const OFF_CLOSED: usize = 48;
 /// Generation of the channel table: bumped after every claim and every release.
 const OFF_GEN: usize = 56;
+/// High-water mark of the channel table: one past the highest channel ever claimed.
+/// Claims take the first free channel, so the table is used from its start and the
+/// receiver looks at no control beyond this mark (nor touches its pages).
+const OFF_HWM: usize = 64;
 const OFF_RELEASE: usize = 576;
 const OFF_WAKE: usize = OFF_RELEASE + 8 * STAGE_SLOTS;
 /// Staging files: (fd u32, len u64) pairs, near then far.
@@ -299,19 +304,17 @@ impl Region {
     }
 
     /// Claims a free channel for the sender `me`: takes its claim word, writes the
-    /// sender's name, publishes the claim as the channel's owner and bumps the table's
-    /// generation. The search starts at a place `my_nonce` picks, so senders that
-    /// arrive together rarely race for one word. Returns the channel, or `None` when
-    /// all are taken. The pages of the channel's ring are allocated here, by the
-    /// claimer, not on the first lap of its sends.
+    /// sender's name, publishes the claim as the channel's owner, raises the table's
+    /// high-water mark to cover it and bumps the table's generation. The first free
+    /// channel is taken, so the table fills from its start and the receiver's look
+    /// at it stays as short as the most senders it had at once. Returns the channel,
+    /// or `None` when all are taken. The pages of the channel's ring are allocated
+    /// here, by the claimer, not on the first lap of its sends.
     pub fn claim(&self, me: &[u8; NAME_LEN], my_nonce: u64) -> Option<usize> {
         if my_nonce == 0 {
             return None;
         }
-        let n = self.geo.nchan;
-        let start = (my_nonce.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % n;
-        for i in 0..n {
-            let c = (start + i) % n;
+        for c in 0..self.geo.nchan {
             let ctl = self.geo.ctl(c);
             let claim = self.atomic(ctl + CTL_CLAIM);
             if claim.load(Ordering::Relaxed) != 0
@@ -328,10 +331,18 @@ impl Region {
                 .store(CH_OPEN, Ordering::Relaxed);
             self.atomic(ctl + CTL_OWNER)
                 .store(my_nonce, Ordering::Release);
+            self.atomic(OFF_HWM)
+                .fetch_max(c as u64 + 1, Ordering::Release);
             self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);
             return Some(c);
         }
         None
+    }
+
+    /// How many channels the receiver need look at: one past the highest ever
+    /// claimed (a peer's garbage is bounded by the geometry).
+    pub fn hwm(&self) -> usize {
+        (self.atomic(OFF_HWM).load(Ordering::Acquire) as usize).min(self.geo.nchan)
     }
 
     /// The claim of channel `c` once its claimer's name is published (receiver side):
@@ -618,9 +629,11 @@ mod tests {
         assert_eq!(p.geometry(), geo);
         let me = [5u8; NAME_LEN];
         let gen0 = r.active();
+        assert_eq!(r.hwm(), 0);
         let a = p.claim(&me, 1).unwrap();
         let b = p.claim(&me, 2).unwrap();
-        assert_ne!(a, b);
+        assert_eq!((a, b), (0, 1), "first free channel first");
+        assert_eq!(r.hwm(), 2);
         assert_eq!((r.claimed(a), r.claimed(b)), (1, 2));
         assert_eq!(r.active(), gen0 + 2);
         assert_eq!(r.chan_name(b), me);

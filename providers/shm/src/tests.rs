@@ -634,8 +634,13 @@ fn staging_slots_are_reused() {
 
 #[test]
 fn default_region_has_the_documented_size() {
-    let e = ShmEp::open(crate::geometry().unwrap(), tuning(true)).unwrap();
+    let e = ShmEp::open(
+        Geometry::new(crate::DEFAULT_CHANNELS, crate::DEFAULT_CELLS).unwrap(),
+        tuning(true),
+    )
+    .unwrap();
     assert_eq!(e.region_bytes(), crate::DEFAULT_REGION_BYTES);
+    assert!(crate::default_channels() >= crate::DEFAULT_CHANNELS);
 }
 
 /// Responses too large for the ring that find the staging file full wait in the spill
@@ -867,7 +872,7 @@ fn atomic_requests_and_responses_travel_short() {
     let req = fetch_add(1, 7 << 32 | 2);
     let head = |e: &End, to: &End| {
         let region = &peer::resolve(to.ep.name()).unwrap().region;
-        let c = (0..region.geometry().nchan)
+        let c = (0..region.hwm())
             .find(|&c| region.chan_name(c) == e.ep.name())
             .unwrap();
         region

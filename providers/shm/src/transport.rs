@@ -1474,9 +1474,11 @@ impl ShmRx {
         // A channel freed and claimed again since is another sender's: dropped here,
         // adopted afresh below.
         self.chans.retain(|ch| r.claimed(ch.c) == ch.claim);
-        let mut have = vec![false; r.geometry().nchan];
+        let mut have = vec![false; r.hwm()];
         for ch in &self.chans {
-            have[ch.c] = true;
+            if let Some(h) = have.get_mut(ch.c) {
+                *h = true;
+            }
         }
         for (c, had) in have.into_iter().enumerate() {
             let claim = r.claimed(c);
