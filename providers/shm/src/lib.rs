@@ -71,6 +71,7 @@
 
 mod bypass;
 pub mod cell;
+mod chantable;
 mod direct;
 mod directory;
 mod lanes;

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fabric::{Error, Result};
 
+use crate::chantable;
 use crate::name::{Name, NAME_LEN};
 use crate::sys::{self, Mapping, Packet};
 
@@ -311,17 +312,9 @@ impl Region {
     /// or `None` when all are taken. The pages of the channel's ring are allocated
     /// here, by the claimer, not on the first lap of its sends.
     pub fn claim(&self, me: &[u8; NAME_LEN], my_nonce: u64) -> Option<usize> {
-        if my_nonce == 0 {
-            return None;
-        }
         for c in 0..self.geo.nchan {
             let ctl = self.geo.ctl(c);
-            let claim = self.atomic(ctl + CTL_CLAIM);
-            if claim.load(Ordering::Relaxed) != 0
-                || claim
-                    .compare_exchange(0, my_nonce, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-            {
+            if !chantable::take(self.atomic(ctl + CTL_CLAIM), my_nonce) {
                 continue;
             }
             self.map
@@ -329,11 +322,13 @@ impl Region {
             self.copy_in(ctl + CTL_NAME, me);
             self.atomic(ctl + CTL_STATE)
                 .store(CH_OPEN, Ordering::Relaxed);
-            self.atomic(ctl + CTL_OWNER)
-                .store(my_nonce, Ordering::Release);
-            self.atomic(OFF_HWM)
-                .fetch_max(c as u64 + 1, Ordering::Release);
-            self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);
+            chantable::publish(
+                self.atomic(ctl + CTL_OWNER),
+                self.atomic(OFF_HWM),
+                self.atomic(OFF_GEN),
+                c,
+                my_nonce,
+            );
             return Some(c);
         }
         None
@@ -349,12 +344,7 @@ impl Region {
     /// the claimer's nonce when the claim word and the owner word agree, else 0.
     pub fn claimed(&self, c: usize) -> u64 {
         let ctl = self.geo.ctl(c);
-        let claim = self.atomic(ctl + CTL_CLAIM).load(Ordering::Acquire);
-        if claim != 0 && self.atomic(ctl + CTL_OWNER).load(Ordering::Acquire) == claim {
-            claim
-        } else {
-            0
-        }
+        chantable::claimed(self.atomic(ctl + CTL_CLAIM), self.atomic(ctl + CTL_OWNER))
     }
 
     /// Frees channel `c` (receiver side, once it is drained and closing): its ring's
@@ -362,11 +352,13 @@ impl Region {
     /// so the next claimer finds no stale stamp in it.
     pub fn unclaim(&self, c: usize) {
         let ctl = self.geo.ctl(c);
-        self.atomic(ctl + CTL_OWNER).store(0, Ordering::Relaxed);
+        chantable::release_begin(self.atomic(ctl + CTL_OWNER));
         self.map.discard(self.geo.ring(c), self.geo.ring_bytes());
-        self.atomic(ctl + CTL_HEAD).store(0, Ordering::Relaxed);
-        self.atomic(ctl + CTL_CLAIM).store(0, Ordering::Release);
-        self.atomic(OFF_GEN).fetch_add(1, Ordering::Release);
+        chantable::release_end(
+            self.atomic(ctl + CTL_HEAD),
+            self.atomic(ctl + CTL_CLAIM),
+            self.atomic(OFF_GEN),
+        );
     }
 
     /// The claimer's name of channel `c`.
