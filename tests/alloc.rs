@@ -7,14 +7,19 @@
 //! [`MEASURED`] more iterations that must make zero allocations while checking that
 //! every message or write really arrived.
 //!
-//! All tests use the default stack, `Stack<Loopback>` (ThreadDomain, Manual, CqTagged,
-//! Table), with two endpoints of one domain, each bound to its own CQ.
+//! The tests use the default stacks, `Stack<Loopback>` and `Stack<Shm>` (ThreadDomain,
+//! Manual, CqTagged, Table), with two endpoints of one domain, each bound to its own
+//! CQ. The shm ones measure for at least [`SPAN`], so that the transport's periodic
+//! work (its liveness round, every 10 ms of progress) runs inside the count.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use std::time::{Duration, Instant};
+
 use fabric::prelude::*;
 use fabric_loopback::Loopback;
+use fabric_shm::Shm;
 
 struct Counting;
 
@@ -66,26 +71,34 @@ const WARMUP: usize = 500;
 const MEASURED: usize = 1000;
 const LEN: usize = 64;
 
+/// Shortest measured span of the shm tests: several of the transport's liveness rounds.
+const SPAN: Duration = Duration::from_millis(50);
+
 type Net = Stack<Loopback>;
+type ShmNet = Stack<Shm>;
 
 /// Two enabled endpoints of one domain; `tx` sends to `rx` at `to_rx`.
-struct Pair {
-    _fabric: Fabric<Net>,
-    domain: Domain<Net>,
-    tx: Endpoint<Net>,
-    tx_cq: Cq<Net>,
-    rx: Endpoint<Net>,
-    rx_cq: Cq<Net>,
+struct Pair<S: Config = Net> {
+    _fabric: Fabric<S>,
+    domain: Domain<S>,
+    tx: Endpoint<S>,
+    tx_cq: Cq<S>,
+    rx: Endpoint<S>,
+    rx_cq: Cq<S>,
     to_rx: FiAddr,
-    _av: AddressVector<Net>,
+    _av: AddressVector<S>,
 }
 
 fn pair() -> Pair {
+    pair_on::<Net>()
+}
+
+fn pair_on<S: Config>() -> Pair<S> {
     let hints = Hints::new()
-        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA)
+        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
         .ep_type(EpType::Rdm);
-    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Net>::open(&info).unwrap();
+    let info = getinfo::<S>(Some(&hints)).unwrap().remove(0);
+    let fabric = Fabric::<S>::open(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
     let av = domain.av(&AvAttr::DEFAULT).unwrap();
     let mk = || {
@@ -115,7 +128,10 @@ fn pair() -> Pair {
 
 /// Reads exactly one completion from `cq`, spinning over `Again` (each read progresses
 /// the domain). Allocation-free: the entry array lives on the stack.
-fn one(cq: &Cq<Net>) -> CqTaggedEntry {
+fn one<S: Config>(cq: &Cq<S>) -> CqTaggedEntry
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     let mut e = [CqTaggedEntry::default(); 1];
     for _ in 0..1_000_000 {
         match cq.read(&mut e) {
@@ -130,16 +146,26 @@ fn one(cq: &Cq<Net>) -> CqTaggedEntry {
 
 /// Runs `step(i)` for the warm-up, then [`MEASURED`] times counting this thread's
 /// allocations; panics naming `what` unless the count is zero.
-fn assert_no_alloc(what: &str, mut step: impl FnMut(usize)) {
+fn assert_no_alloc(what: &str, step: impl FnMut(usize)) {
+    assert_no_alloc_for(what, Duration::ZERO, step);
+}
+
+/// [`assert_no_alloc`], the counted part lasting at least `span` (and [`MEASURED`]
+/// iterations).
+fn assert_no_alloc_for(what: &str, span: Duration, mut step: impl FnMut(usize)) {
     for i in 0..WARMUP {
         step(i);
     }
     let before = allocs();
-    for i in WARMUP..WARMUP + MEASURED {
+    let start = Instant::now();
+    let mut i = WARMUP;
+    while i < WARMUP + MEASURED || start.elapsed() < span {
         step(i);
+        i += 1;
     }
     let n = allocs() - before;
-    assert_eq!(n, 0, "{what}: {n} allocations in {MEASURED} iterations");
+    let count = i - WARMUP;
+    assert_eq!(n, 0, "{what}: {n} allocations in {count} iterations");
 }
 
 fn payload(i: usize) -> [u8; LEN] {
@@ -306,5 +332,135 @@ fn cq_read_no_alloc() {
             assert_eq!((x.op_context, x.tag, x.len), (Context(k), k as u64, 8));
         }
         assert!(bufs.iter().all(|b| *b == (i as u64).to_le_bytes()));
+    });
+}
+
+/// Tagged messages on shm, posted receive first: through the endpoint's own rings.
+#[test]
+fn shm_tinject_trecv_no_alloc() {
+    let p = pair_on::<ShmNet>();
+    let mut buf = [0u8; LEN];
+    assert_no_alloc_for("shm tinject + trecv", SPAN, |i| {
+        let msg = payload(i);
+        let tag = i as u64;
+        // SAFETY: `buf` is not touched until the receive completes below.
+        unsafe { p.rx.trecv(&mut buf, FiAddr::UNSPEC, tag, 0, Context(i)) }.unwrap();
+        p.tx.tinject(&msg, p.to_rx, tag).unwrap();
+        let r = one(&p.rx_cq);
+        assert_eq!((r.op_context, r.len, r.tag), (Context(i), LEN, tag));
+        assert_eq!(buf, msg);
+    });
+}
+
+/// Sends with a completion, and the unexpected path, on shm.
+#[test]
+fn shm_tsend_unexpected_no_alloc() {
+    let p = pair_on::<ShmNet>();
+    let mut buf = [0u8; LEN];
+    assert_no_alloc_for("shm tsend (unexpected) + trecv", SPAN, |i| {
+        let msg = payload(i);
+        let tag = i as u64;
+        p.tx.tsend(&msg, p.to_rx, tag, Context(7)).unwrap();
+        assert_eq!(one(&p.tx_cq).op_context, Context(7));
+        p.domain.progress();
+        // SAFETY: `buf` is not touched until the receive completes below.
+        unsafe { p.rx.trecv(&mut buf, FiAddr::UNSPEC, tag, 0, Context(i)) }.unwrap();
+        let r = one(&p.rx_cq);
+        assert_eq!((r.op_context, r.len, r.tag), (Context(i), LEN, tag));
+        assert_eq!(buf, msg);
+    });
+}
+
+/// RMA writes and fetching atomics on shm: requests answered by the target, tracked
+/// until their responses arrive. The target is in a domain of its own, progressed
+/// only when the initiator wants its answer, so every 100th request is still in flight
+/// through a whole liveness round of the initiator (which then looks at it).
+#[test]
+fn shm_write_and_fetch_add_no_alloc() {
+    let hints = Hints::new()
+        .caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<ShmNet>(Some(&hints)).unwrap().remove(0);
+    let fabric = Fabric::<ShmNet>::open(&info).unwrap();
+    let (d_init, d_target) = (fabric.domain(&info).unwrap(), fabric.domain(&info).unwrap());
+    let open = |d: &Domain<ShmNet>| {
+        let cq = d.cq(&CqAttr::DEFAULT).unwrap();
+        let av = d.av(&AvAttr::DEFAULT).unwrap();
+        let ep = d.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (ep, cq, av)
+    };
+    let (init, init_cq, av) = open(&d_init);
+    let (target_ep, _target_cq, target_av) = open(&d_target);
+    let to = av.insert(&target_ep.name()).unwrap();
+    target_av.insert(&init.name()).unwrap();
+    let mut target = vec![0u8; LEN * 4];
+    let mr = d_target
+        .mr_reg(
+            &mut target,
+            &MrAttr {
+                access: MrAccess::REMOTE_WRITE | MrAccess::REMOTE_READ,
+                requested_key: 43,
+                ..MrAttr::DEFAULT
+            },
+        )
+        .unwrap();
+    let (key, base) = (mr.key(), mr.remote_addr());
+    // The initiator's completion, progressing the target while waiting for it.
+    let done = |want: Context| {
+        let mut e = [CqTaggedEntry::default(); 1];
+        for _ in 0..1_000_000 {
+            d_target.progress();
+            match init_cq.read(&mut e) {
+                Ok(1) => {
+                    assert_eq!(e[0].op_context, want);
+                    return;
+                }
+                Ok(_) | Err(Error::Again) => {}
+                Err(err) => panic!("cq read: {err}"),
+            }
+        }
+        panic!("no completion");
+    };
+    // A liveness round of the initiator's endpoint with the request unanswered.
+    let in_flight = || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(12) {
+            d_init.progress();
+        }
+    };
+    let mut check = [0u8; LEN];
+    let mut old = [0u8; 8];
+    let mut sum = 0u64;
+    assert_no_alloc_for("shm write + fetch-add + cq read", SPAN, |i| {
+        let msg = payload(i);
+        let off = ((1 + i % 3) * LEN) as u64;
+        init.write(&msg, to, base + off, key, Context(i)).unwrap();
+        if i % 100 == 0 {
+            in_flight();
+        }
+        done(Context(i));
+        mr.read(off as usize, &mut check).unwrap();
+        assert_eq!(check, msg);
+        // SAFETY: `old` is read only after the completion below.
+        unsafe {
+            init.fetch_atomic(
+                &1u64.to_ne_bytes(),
+                &mut old,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                to,
+                base,
+                key,
+                Context(i + 1),
+            )
+        }
+        .unwrap();
+        done(Context(i + 1));
+        assert_eq!(u64::from_ne_bytes(old), sum);
+        sum += 1;
     });
 }

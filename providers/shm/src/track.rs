@@ -192,7 +192,20 @@ impl Track {
         &self.slots[..self.span.load(Ordering::Acquire).min(SLOTS)]
     }
 
-    /// Nonces of the peers that tracked requests wait on, each once.
+    /// Whether `f` holds for the peer of any tracked request (some peers may be asked
+    /// more than once). Allocates nothing: the liveness round calls it every 10 ms.
+    pub fn any(&self, mut f: impl FnMut(u64) -> bool) -> bool {
+        for s in self.live() {
+            if s.state.load(Ordering::Acquire) & TAG == FULL && f(s.nonce.load(Ordering::Relaxed)) {
+                return true;
+            }
+        }
+        self.overflowed.load(Ordering::Relaxed) != 0
+            && self.overflow().values().any(|&(nonce, _)| f(nonce))
+    }
+
+    /// Nonces of the peers tracked requests wait on, each once.
+    #[cfg(test)]
     pub fn peers(&self) -> Vec<u64> {
         let mut v = Vec::new();
         let mut add = |n: u64| {

@@ -1546,12 +1546,19 @@ impl ShmRx {
         if !self.shared.track.used() {
             return;
         }
-        let mut dead = self.shared.track.peers();
-        dead.retain(|nonce| peer::cached(*nonce).is_none_or(|p| p.gone()));
-        if dead.is_empty() {
+        // Without allocating (this runs every round): requests wait mostly on a few
+        // peers, so the last answer is kept.
+        let mut last = (0u64, false);
+        let mut dead = |nonce: u64| {
+            if nonce != last.0 {
+                last = (nonce, peer::cached(nonce).is_none_or(|p| p.gone()));
+            }
+            last.1
+        };
+        if !self.shared.track.any(&mut dead) {
             return;
         }
-        let failed = self.shared.track.take_if(|nonce| dead.contains(&nonce));
+        let failed = self.shared.track.take_if(dead);
         for Tracked {
             tx_idx,
             req,
