@@ -30,8 +30,6 @@ use shm_child::{
     unhex, Ctl, Kid,
 };
 
-type S = Stack<Shm>;
-
 /// A completion or an error entry.
 type Entry = std::result::Result<CqTaggedEntry, CqErrEntry>;
 
@@ -298,7 +296,7 @@ struct Pending {
 /// An endpoint with its symmetric heap and the table of peers; tracks every posted
 /// operation by context and fails on a completion that was not pending (a duplicate
 /// or a stray).
-struct Pe {
+struct Pe<S: Config> {
     // Dropped first: buffers of operations still pending stay valid until it is gone.
     node: Node<S>,
     mr: MemoryRegion<'static, S>,
@@ -318,10 +316,13 @@ struct Pe {
     deadline: Duration,
 }
 
-impl Pe {
+impl<S: Config> Pe<S>
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     /// Opens the endpoint, registers `heap` (RMA and atomics), reports `NAME`, learns
     /// `PEERS` and inserts them all (itself included) in rank order.
-    fn setup(ctl: Ctl, me: &Me, heap: &'static mut [u8]) -> Pe {
+    fn setup(ctl: Ctl, me: &Me, heap: &'static mut [u8]) -> Pe<S> {
         let node = node::<S>();
         let mr = node
             .domain
@@ -725,7 +726,10 @@ fn sh_byte(seed: u64, it: u64, src: usize, dst: usize) -> u8 {
 
 /// Barrier number `gen` (from 1): an add to PE 0's arrivals, PE 0 waits for all `n`
 /// and adds to every PE's releases; every PE polls its release word.
-fn sh_barrier(pe: &mut Pe, gen: u64) {
+fn sh_barrier<S: Config>(pe: &mut Pe<S>, gen: u64)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     let (me, n) = (pe.rank, pe.n);
     let c = pe.add(1, 0, SH_BAR).unwrap();
     pe.wait_ok(c, &|| format!("barrier {gen}: its arrival add on PE 0"));
@@ -741,11 +745,14 @@ fn sh_barrier(pe: &mut Pe, gen: u64) {
     });
 }
 
-fn role_shmem(ctl: Ctl) {
+fn role_shmem<S: Config>(ctl: Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     let me = me();
     let iters = env_u64("FABRIC_STRESS_ITERS").unwrap_or(200);
     let (r, n, seed) = (me.rank, me.n, me.seed);
-    let mut pe = Pe::setup(ctl, &me, heap(SH_SLOTS as usize + 16 * n));
+    let mut pe = Pe::<S>::setup(ctl, &me, heap(SH_SLOTS as usize + 16 * n));
     pe.ready();
     let (right, left) = ((r + 1) % n, (r + n - 1) % n);
     let (mut count, mut sum, mut sumsq) = (0u64, 0u128, 0u128);
@@ -1028,7 +1035,10 @@ enum Job {
 /// Rank `r`'s random mix: runs its plan with [`MX_WINDOW`] operations in flight,
 /// receives exactly what the other plans send it, checks every byte and every
 /// completion (exactly once), then checks its own heap against all the plans.
-fn role_mix(ctl: Ctl) {
+fn role_mix<S: Config>(ctl: Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     let me = me();
     let ops = env_u64("FABRIC_STRESS_OPS").unwrap() as usize;
     let (r, n, seed) = (me.rank, me.n, me.seed);
@@ -1037,7 +1047,7 @@ fn role_mix(ctl: Ctl) {
     let h = heap(MX_SLOTS as usize + n * MX_SLOT);
     let ra = MX_READ as usize;
     h[ra..ra + MX_READ_LEN].copy_from_slice(&pat(0, MX_READ_LEN, mx_read_seed(seed, r)));
-    let mut pe = Pe::setup(ctl, &me, h);
+    let mut pe = Pe::<S>::setup(ctl, &me, h);
     // What arrives here, from whom.
     let mut tq: Vec<(u64, usize, usize)> = Vec::new();
     let mut untagged: HashMap<(usize, u64), usize> = HashMap::new();
@@ -1403,6 +1413,11 @@ fn mix_totals(done: &[String]) -> (usize, usize, usize, u64) {
 
 /// The random mix on `n` processes of `ops` operations each.
 fn random_mix(test: &str, n: usize, ops: usize) {
+    random_mix_on(test, n, ops, "default");
+}
+
+/// [`random_mix`] with every rank on `stack` (a name `child_entry` maps to a type).
+fn random_mix_on(test: &str, n: usize, ops: usize, stack: &str) {
     let t0 = Instant::now();
     let seed = test_seed(test);
     let n = nproc(n);
@@ -1413,7 +1428,10 @@ fn random_mix(test: &str, n: usize, ops: usize) {
         n,
         seed,
         deadline(60),
-        &[("FABRIC_STRESS_OPS", ops.to_string())],
+        &[
+            ("FABRIC_STRESS_OPS", ops.to_string()),
+            (shm_child::STACK, stack.to_string()),
+        ],
     );
     f.connect();
     let started = Instant::now();
@@ -1449,10 +1467,13 @@ const A2A_LEN: usize = 64;
 
 /// One tagged message to every other rank, one from every other rank, one fetch-add on
 /// rank 0's first word.
-fn role_all_to_all(ctl: Ctl) {
+fn role_all_to_all<S: Config>(ctl: Ctl)
+where
+    S::Cq: CqFormat<Entry = CqTaggedEntry>,
+{
     let me = me();
     let (r, n, seed) = (me.rank, me.n, me.seed);
-    let mut pe = Pe::setup(ctl, &me, heap(64));
+    let mut pe = Pe::<S>::setup(ctl, &me, heap(64));
     pe.deadline = deadline(180);
     let rcs: Vec<(usize, usize)> = (1..n)
         .map(|k| (r + n - k) % n)
@@ -1501,11 +1522,16 @@ fn child_entry() {
         return;
     };
     let ctl = Ctl::new();
-    match role.as_str() {
-        "shmem" => role_shmem(ctl),
-        "mix" => role_mix(ctl),
-        "all_to_all" => role_all_to_all(ctl),
-        other => panic!("unknown role {other}"),
+    let stack = std::env::var(shm_child::STACK).unwrap_or_default();
+    match (role.as_str(), stack.as_str()) {
+        ("shmem", _) => role_shmem::<Stack<Shm>>(ctl),
+        ("mix", "safe_auto") => role_mix::<Stack<Shm, ThreadSafe, Auto>>(ctl),
+        ("mix", "completion_auto_map") => {
+            role_mix::<Stack<Shm, ThreadCompletion, Auto, CqTagged, Map>>(ctl)
+        }
+        ("mix", _) => role_mix::<Stack<Shm>>(ctl),
+        ("all_to_all", _) => role_all_to_all::<Stack<Shm>>(ctl),
+        (other, _) => panic!("unknown role {other}"),
     }
 }
 
@@ -1541,6 +1567,31 @@ fn random_mix_n4() {
 #[test]
 fn random_mix_n8() {
     random_mix("random_mix_n8", 8, 300);
+}
+
+/// The random mix on 8 processes whose endpoints are thread-safe and progressed by a
+/// thread of their own (`FI_THREAD_SAFE`, `FI_PROGRESS_AUTO`): the provider's state is
+/// touched by two threads of each process at once.
+#[test]
+fn random_mix_n8_thread_safe_auto_progress() {
+    random_mix_on(
+        "random_mix_n8_thread_safe_auto_progress",
+        8,
+        300,
+        "safe_auto",
+    );
+}
+
+/// The random mix on 8 processes at `FI_THREAD_COMPLETION` with auto progress and a
+/// map AV.
+#[test]
+fn random_mix_n8_completion_auto_map() {
+    random_mix_on(
+        "random_mix_n8_completion_auto_map",
+        8,
+        300,
+        "completion_auto_map",
+    );
 }
 
 /// The random mix on 64 processes (oversubscribed: every wait yields).
