@@ -11,6 +11,7 @@
 #   ROUNDS=3 ONLY='lat' benches/shm_vs_peers.sh
 #   SIDES=libfabric,ucx benches/shm_vs_peers.sh      # the peers only
 #   benches/shm_vs_peers.sh --list          # every metric's exact command per side
+#   benches/shm_vs_peers.sh --plot-only     # remake the plot from the last RESULTS
 #
 # Environment:
 #   ROUNDS      rounds (5); each round runs every metric once per side, the side order
@@ -33,6 +34,8 @@
 #               a run counting only where both of its readings agree
 #   VERBOSE     1: echo every command run
 #   RESULTS     JSON file for all values and commands (target/peers/shm_vs_peers.json)
+#   PLOT        SVG of tagged latency and bandwidth against size, ours vs the peers
+#               (target/peers/shm_vs_peers.svg; written when a tag_lat/tag_bw row ran)
 #
 # Ours: target/release/examples/{pingpong,rdm_tagged_bw,rma_bw} ... --json, each
 # spawning its own peer process; a tool not built yet shows as "not built".
@@ -54,7 +57,7 @@ if ((${#missing[@]})); then
     exit 1
 fi
 
-if [[ "${1:-}" != "--list" ]]; then
+if [[ "${1:-}" != "--list" && "${1:-}" != "--plot-only" ]]; then
     if [[ "${SKIP_BUILD:-0}" != 1 && ",${SIDES:-ours}," == *",ours,"* ]]; then
         echo "building our examples (cargo build --release --examples)" >&2
         if ! cargo build --release --examples >&2; then

@@ -37,6 +37,7 @@ every command). `--list` prints the metric table with every side's exact command
 """
 
 import json
+import math
 import os
 import re
 import shlex
@@ -662,6 +663,19 @@ def main():
     bad = [s for s in sides if s not in SIDE_NAMES]
     if bad:
         sys.exit(f"SIDES: unknown side(s) {bad}; use {','.join(SIDE_NAMES)}")
+    if "--plot-only" in sys.argv[1:]:
+        # Remakes the plot from a run's results file (RESULTS), running nothing.
+        path = os.environ.get("RESULTS", os.path.join(REPO, "target", "peers",
+                                                      "shm_vs_peers.json"))
+        with open(path) as f:
+            med = json.load(f)["medians"]
+        plot = os.environ.get("PLOT", os.path.join(REPO, "target", "peers",
+                                                   "shm_vs_peers.svg"))
+        named = [m for m in ms if m.name in med]
+        write_plot(named, {m.name: {s: [med[m.name].get(s)] if med[m.name].get(s) is not None
+                                    else [] for s in SIDE_NAMES} for m in named}, plot)
+        print(f"plot: {plot}")
+        return 0
     if "--list" in sys.argv[1:]:
         for m in ms:
             print(f"{m.name} [{m.unit}]")
@@ -750,7 +764,99 @@ def main():
                    "commands": {m.name: {s: describe(m.sides[s], "PORT") for s in SIDE_NAMES}
                                 for m in ms}}, f, indent=1)
     print(f"results: {path}")
+    plot = os.environ.get("PLOT", os.path.join(REPO, "target", "peers", "shm_vs_peers.svg"))
+    if write_plot(ms, results, plot):
+        print(f"plot: {plot}")
     return 0
+
+
+def size_of(name, prefix):
+    """The message size in bytes a metric name ends with (`tag_lat_4096`, `tag_bw_1m`)."""
+    tail = name[len(prefix):]
+    scale = {"k": 1 << 10, "m": 1 << 20}.get(tail[-1:], 1)
+    digits = tail[:-1] if tail[-1:] in ("k", "m") else tail
+    return int(digits) * scale if digits.isdigit() else None
+
+
+def write_plot(ms, results, path):
+    """Writes an SVG of tagged latency and bandwidth against message size, ours against
+    libfabric and UCX (medians of the run's rounds); False when the run measured
+    neither."""
+    series = {}
+    for kind, prefix in (("lat", "tag_lat_"), ("bw", "tag_bw_")):
+        for m in ms:
+            size = size_of(m.name, prefix) if m.name.startswith(prefix) else None
+            if size is None:
+                continue
+            for side in ("ours", "libfabric", "ucx"):
+                v = median(results[m.name][side])
+                if v is not None:
+                    series.setdefault(kind, {}).setdefault(side, []).append((size, v))
+    if not series:
+        return False
+    colors = {"ours": "#1f77b4", "libfabric": "#ff7f0e", "ucx": "#2ca02c"}
+    W, H, PAD = 420, 280, 55
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H}" '
+           'font-family="sans-serif">', f'<rect width="{2 * W}" height="{H}" fill="white"/>']
+
+    def label(size):
+        return f"{size >> 20}M" if size >= 1 << 20 else (
+            f"{size >> 10}K" if size >= 1 << 10 else str(size))
+
+    for i, (kind, title) in enumerate((("lat", "tagged latency, us (one way)"),
+                                        ("bw", "tagged bandwidth, MB/s"))):
+        sides = series.get(kind, {})
+        x0 = i * W
+        out.append(f'<text x="{x0 + W / 2}" y="16" text-anchor="middle" font-size="13">'
+                   f'{title}</text>')
+        pts = [p for v in sides.values() for p in v]
+        if not pts:
+            continue
+        sizes = sorted({p[0] for p in pts})
+        xs = {s: j for j, s in enumerate(sizes)}
+        span = max(len(sizes) - 1, 1)
+        X = lambda s: x0 + PAD + (W - PAD - 20) * xs[s] / span
+        # Latency spans decades: a log scale; bandwidth a linear one from 0.
+        if kind == "lat":
+            lo = math.log10(min(p[1] for p in pts) / 1.3)
+            hi = math.log10(max(p[1] for p in pts) * 1.3)
+            Y = lambda v: H - 35 - (H - 70) * (math.log10(v) - lo) / (hi - lo)
+            ticks = [m * 10 ** e for e in range(math.floor(lo), math.ceil(hi) + 1)
+                     for m in (1, 2, 5) if lo <= math.log10(m * 10 ** e) <= hi]
+        else:
+            ymax = max(p[1] for p in pts) * 1.1
+            Y = lambda v: H - 35 - (H - 70) * v / ymax
+            ticks = [ymax * k / 4 for k in range(5)]
+        out.append(f'<line x1="{x0 + PAD}" y1="{H - 35}" x2="{x0 + W - 20}" y2="{H - 35}" '
+                   'stroke="black"/>')
+        out.append(f'<line x1="{x0 + PAD}" y1="30" x2="{x0 + PAD}" y2="{H - 35}" '
+                   'stroke="black"/>')
+        for v in ticks:
+            txt = f"{v:.0f}" if v >= 100 else f"{v:g}"
+            out.append(f'<text x="{x0 + PAD - 4}" y="{Y(v) + 4:.1f}" text-anchor="end" '
+                       f'font-size="10">{txt}</text>')
+        for s in sizes:
+            out.append(f'<text x="{X(s):.1f}" y="{H - 20}" text-anchor="middle" '
+                       f'font-size="10">{label(s)}</text>')
+        out.append(f'<text x="{x0 + W / 2}" y="{H - 4}" text-anchor="middle" '
+                   'font-size="10">message size, bytes</text>')
+        for j, (side, v) in enumerate(sorted(sides.items())):
+            v = sorted(v)
+            path_d = " ".join(f"{'M' if k == 0 else 'L'}{X(s):.1f},{Y(y):.1f}"
+                              for k, (s, y) in enumerate(v))
+            out.append(f'<path d="{path_d}" fill="none" stroke="{colors[side]}" '
+                       'stroke-width="2"/>')
+            for s, y in v:
+                out.append(f'<circle cx="{X(s):.1f}" cy="{Y(y):.1f}" r="3" '
+                           f'fill="{colors[side]}"/>')
+            name = {"ours": "ours", "libfabric": "libfabric shm", "ucx": "UCX"}[side]
+            out.append(f'<text x="{x0 + PAD + 10}" y="{40 + 14 * j}" font-size="11" '
+                       f'fill="{colors[side]}">{name}</text>')
+    out.append("</svg>")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return True
 
 
 if __name__ == "__main__":
