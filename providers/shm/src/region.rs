@@ -707,6 +707,59 @@ mod tests {
         assert_eq!(blocks, 0, "pages of the forged file were allocated");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever a file names itself in its header (a peer's bytes), opening it as
+        /// a region either fails or maps a geometry the file holds, named as asked: a
+        /// hostile header gets no mapping past the file and no panic.
+        #[test]
+        fn hostile_headers_are_refused_or_fit(
+            nchan in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(1u32),
+                1u32..=70_000,
+                proptest::prelude::any::<u32>()
+            ],
+            cells in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(256u32),
+                proptest::prelude::any::<u32>()
+            ],
+            magic_ok in proptest::prelude::any::<bool>(),
+            version in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(VERSION),
+                proptest::prelude::any::<u32>()
+            ],
+            file_pages in 1usize..64,
+        ) {
+            use std::os::fd::AsRawFd;
+            let len = file_pages * PAGE;
+            let fd = sys::memfd(len).unwrap();
+            let pid = sys::getpid();
+            let name = Name {
+                pid,
+                fd: fd.as_raw_fd() as u32,
+                start: sys::start_time(pid).unwrap(),
+                nonce: 0x5eed,
+            };
+            let map = Mapping::new(&fd, len).unwrap();
+            let magic = if magic_ok { MAGIC } else { MAGIC ^ 1 };
+            map.word(OFF_MAGIC).store(magic, Ordering::Relaxed);
+            map.word(OFF_START).store(name.start, Ordering::Relaxed);
+            map.word(OFF_NONCE).store(name.nonce, Ordering::Relaxed);
+            map.word(OFF_VERSION).store(u64::from(nchan) << 32 | u64::from(version), Ordering::Relaxed);
+            map.word(OFF_CELLS).store(u64::from(cells), Ordering::Relaxed);
+            map.word(OFF_PID).store(u64::from(name.fd) << 32 | u64::from(pid), Ordering::Relaxed);
+            match Region::open(&name) {
+                Ok(r) => {
+                    proptest::prop_assert!(r.geometry().bytes() <= len);
+                    proptest::prop_assert!(r.len() <= len);
+                    proptest::prop_assert!(magic_ok && version == VERSION);
+                }
+                Err(e) => proptest::prop_assert_eq!(e, Error::AddrNotAvail),
+            }
+        }
+    }
+
     #[test]
     fn open_checks_identity() {
         let geo = Geometry::new(1, 256).unwrap();
