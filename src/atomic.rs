@@ -416,21 +416,21 @@ pub fn apply(
     apply_generic(class, op, dt, target, operand, compare, fetch)
 }
 
-/// [`apply`] past its fast path.
-#[inline(never)]
-fn apply_generic(
+/// Whether [`apply`] accepts an operation on `len` target bytes with these operands
+/// and a fetch buffer of `fetch` bytes: `OpNotSupp` for a combination that does not
+/// exist, `Inval` for lengths that do not fit.
+pub fn check(
     class: AtomicClass,
     op: AtomicOp,
     dt: Datatype,
-    target: &mut [u8],
+    len: usize,
     operand: &[u8],
     compare: &[u8],
-    fetch: Option<&mut [u8]>,
+    fetch: Option<usize>,
 ) -> Result<()> {
     if !is_valid(class, op, dt) {
         return Err(Error::OpNotSupp);
     }
-    let len = target.len();
     if len == 0 || !len.is_multiple_of(dt.size()) {
         return Err(Error::Inval);
     }
@@ -442,10 +442,34 @@ fn apply_generic(
         AtomicClass::Compare => compare.len() == len,
         AtomicClass::Base | AtomicClass::Fetch => compare.is_empty(),
     };
-    let fetch_ok = fetch.as_deref().is_none_or(|f| f.len() == len);
+    let fetch_ok = fetch.is_none_or(|f| f == len);
     if !(operand_ok && compare_ok && fetch_ok) {
         return Err(Error::Inval);
     }
+    Ok(())
+}
+
+/// [`apply`] past its fast path.
+#[inline(never)]
+fn apply_generic(
+    class: AtomicClass,
+    op: AtomicOp,
+    dt: Datatype,
+    target: &mut [u8],
+    operand: &[u8],
+    compare: &[u8],
+    fetch: Option<&mut [u8]>,
+) -> Result<()> {
+    let len = target.len();
+    check(
+        class,
+        op,
+        dt,
+        len,
+        operand,
+        compare,
+        fetch.as_deref().map(<[u8]>::len),
+    )?;
 
     // `fetch` cannot alias `target` (borrow rules), so the old values can be taken in
     // one copy before any element changes.

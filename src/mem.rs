@@ -7,6 +7,9 @@
 //! registration (the region outlives the registration, which borrows it).
 #![allow(unsafe_code)]
 
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use crate::atomic;
 use crate::error::{Error, Result};
 use crate::provider::{Payload, Pull};
 
@@ -273,9 +276,273 @@ pub unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
     unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) }
 }
 
+/// Applies an atomic operation (`class`, `op`, `dt`, operands as for
+/// [`atomic::apply`]) to the `len` bytes at `addr`, which other processes may update at
+/// the same time with CPU atomics (memory published for direct access by the shm
+/// provider): element by element, each element read and replaced with one atomic
+/// instruction of its width, its new value computed by [`atomic::apply`] on a copy
+/// (so results match it bit for bit) and computed again if the element changed
+/// meanwhile. No update by another process is lost, and no Rust reference to the
+/// range is made. Elements wider than 8 bytes, or a range not aligned to the element
+/// size, have no such instruction: they are applied to the bytes in place.
+///
+/// # Safety
+/// As [`region_mut`] for this process: the range is live and nothing else in this
+/// process accesses it during the call. Other processes may access it meanwhile only
+/// with atomic instructions of the element's width (wider or unaligned elements: not
+/// at all).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn atomic_shared(
+    class: atomic::AtomicClass,
+    op: atomic::AtomicOp,
+    dt: atomic::Datatype,
+    addr: usize,
+    len: usize,
+    operand: &[u8],
+    compare: &[u8],
+    mut fetch: Option<&mut [u8]>,
+) -> Result<()> {
+    // The commonest atomics, on one aligned 64-bit integer, skip the generic checks
+    // and loop below: an add (fetching or not) is one `lock xadd`, a compare-and-swap
+    // one `lock cmpxchg`, with the results the loop would give.
+    if len == 8
+        && addr.is_multiple_of(8)
+        && matches!(dt, atomic::Datatype::Uint64 | atomic::Datatype::Int64)
+    {
+        if let Some(prev) = word64(class, op, addr, operand, compare) {
+            match fetch {
+                Some(f) if f.len() != 8 => return Err(Error::Inval),
+                Some(f) => f.copy_from_slice(&prev.to_ne_bytes()),
+                None => {}
+            }
+            return Ok(());
+        }
+    }
+    let size = dt.size();
+    atomic::check(
+        class,
+        op,
+        dt,
+        len,
+        operand,
+        compare,
+        fetch.as_deref().map(<[u8]>::len),
+    )?;
+    if size > 8 || !addr.is_multiple_of(size) {
+        // SAFETY: the caller's contract, and no other process touches such elements.
+        let target = unsafe { region_mut(addr, len) };
+        return atomic::apply(class, op, dt, target, operand, compare, fetch);
+    }
+    let int_sum = op == atomic::AtomicOp::Sum && dt.is_integer();
+    for k in 0..len / size {
+        let range = k * size..(k + 1) * size;
+        let opnd = operand.get(range.clone()).unwrap_or(&[]);
+        let cmp = compare.get(range.clone()).unwrap_or(&[]);
+        let old = fetch.as_deref_mut().map(|f| &mut f[range.clone()]);
+        let at = addr + k * size;
+        macro_rules! element {
+            ($a:ty, $t:ty) => {{
+                const N: usize = core::mem::size_of::<$t>();
+                // SAFETY: `at` lies in the caller's live range, aligned to `N` (the
+                // range's start is, and elements are `N` apart); every concurrent
+                // access to it is atomic (the caller's contract).
+                let w = unsafe { <$a>::from_ptr(at as *mut $t) };
+                let prev: $t = if int_sum {
+                    // Two's complement: one instruction for signed and unsigned alike.
+                    let mut v = [0u8; N];
+                    v.copy_from_slice(opnd);
+                    w.fetch_add(<$t>::from_ne_bytes(v), Ordering::AcqRel)
+                } else {
+                    let mut cur = w.load(Ordering::Acquire);
+                    loop {
+                        let mut t = cur.to_ne_bytes();
+                        atomic::apply(class, op, dt, &mut t, opnd, cmp, None)?;
+                        let new = <$t>::from_ne_bytes(t);
+                        // Unchanged (a read, a failed compare, a min that keeps): the
+                        // load was the operation.
+                        if new == cur {
+                            break cur;
+                        }
+                        match w.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+                        {
+                            Ok(_) => break cur,
+                            Err(v) => cur = v,
+                        }
+                    }
+                };
+                if let Some(o) = old {
+                    o.copy_from_slice(&prev.to_ne_bytes());
+                }
+            }};
+        }
+        match size {
+            1 => element!(AtomicU8, u8),
+            2 => element!(AtomicU16, u16),
+            4 => element!(AtomicU32, u32),
+            _ => element!(AtomicU64, u64),
+        }
+    }
+    Ok(())
+}
+
+/// The 64-bit integer add or compare-and-swap of [`atomic_shared`] at `addr` (an
+/// aligned live word, see there) in one instruction: the previous value, or `None`
+/// for any other operation or operands of other lengths (nothing done).
+#[inline]
+fn word64(
+    class: atomic::AtomicClass,
+    op: atomic::AtomicOp,
+    addr: usize,
+    operand: &[u8],
+    compare: &[u8],
+) -> Option<u64> {
+    use atomic::{AtomicClass, AtomicOp};
+    let o = u64::from_ne_bytes(<[u8; 8]>::try_from(operand).ok()?);
+    let sum = op == AtomicOp::Sum && class != AtomicClass::Compare && compare.is_empty();
+    let cswap = op == AtomicOp::Cswap && class == AtomicClass::Compare;
+    if !(sum || cswap) {
+        return None;
+    }
+    // SAFETY: `addr` is the caller's live, 8-aligned word (checked there); every
+    // concurrent access to it is atomic (`atomic_shared`'s contract).
+    let w = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
+    if sum {
+        return Some(w.fetch_add(o, Ordering::AcqRel));
+    }
+    let c = u64::from_ne_bytes(<[u8; 8]>::try_from(compare).ok()?);
+    Some(
+        match w.compare_exchange(c, o, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(v) | Err(v) => v,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An atomic applied by `atomic_shared` loses no update made at the same time by
+    /// another thread (as another process's direct access would) with CPU atomics:
+    /// integer sums (one instruction) and float sums (a compare-and-swap loop).
+    #[test]
+    fn atomic_shared_loses_no_concurrent_update() {
+        const EACH: u32 = 50_000;
+        let word = std::sync::Arc::new(AtomicU64::new(0));
+        let f32_word = std::sync::Arc::new(AtomicU32::new(0f32.to_bits()));
+        let (w, f) = (word.clone(), f32_word.clone());
+        let other = std::thread::spawn(move || {
+            for _ in 0..EACH {
+                w.fetch_add(1, Ordering::AcqRel);
+                let mut cur = f.load(Ordering::Acquire);
+                loop {
+                    let new = (f32::from_bits(cur) + 1.0).to_bits();
+                    match f.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => break,
+                        Err(v) => cur = v,
+                    }
+                }
+            }
+        });
+        let mut old = [0u8; 8];
+        for _ in 0..EACH {
+            // SAFETY: live words of this test; the other thread uses atomics only.
+            unsafe {
+                atomic_shared(
+                    atomic::AtomicClass::Fetch,
+                    atomic::AtomicOp::Sum,
+                    atomic::Datatype::Uint64,
+                    word.as_ptr() as usize,
+                    8,
+                    &1u64.to_ne_bytes(),
+                    &[],
+                    Some(&mut old),
+                )
+                .unwrap();
+                atomic_shared(
+                    atomic::AtomicClass::Base,
+                    atomic::AtomicOp::Sum,
+                    atomic::Datatype::Float,
+                    f32_word.as_ptr() as usize,
+                    4,
+                    &1f32.to_ne_bytes(),
+                    &[],
+                    None,
+                )
+                .unwrap();
+            }
+        }
+        other.join().unwrap();
+        assert_eq!(word.load(Ordering::Relaxed), 2 * u64::from(EACH));
+        assert_eq!(
+            f32::from_bits(f32_word.load(Ordering::Relaxed)),
+            (2 * EACH) as f32
+        );
+    }
+
+    /// Results match `atomic::apply`, fetched values included, element by element,
+    /// and bad lengths fail as there.
+    #[test]
+    fn atomic_shared_matches_apply() {
+        use atomic::{AtomicClass, AtomicOp, Datatype};
+        let cases = [
+            (AtomicClass::Fetch, AtomicOp::Max, Datatype::Int32),
+            (AtomicClass::Compare, AtomicOp::Cswap, Datatype::Uint16),
+            (AtomicClass::Fetch, AtomicOp::Prod, Datatype::Double),
+            (AtomicClass::Base, AtomicOp::Bxor, Datatype::Uint8),
+            (AtomicClass::Fetch, AtomicOp::AtomicWrite, Datatype::Uint64),
+        ];
+        for (class, op, dt) in cases {
+            let n = 4 * dt.size();
+            let init: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(37) | 1).collect();
+            let operand: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(11) | 2).collect();
+            let compare = if class == AtomicClass::Compare {
+                init.clone()
+            } else {
+                Vec::new()
+            };
+            let (mut want, mut want_old) = (init.clone(), vec![0u8; n]);
+            let fetch = class != AtomicClass::Base;
+            atomic::apply(
+                class,
+                op,
+                dt,
+                &mut want,
+                &operand,
+                &compare,
+                fetch.then_some(&mut want_old[..]),
+            )
+            .unwrap();
+            // Aligned storage for the element width.
+            let mut store = vec![0u64; n.div_ceil(8)];
+            let got = store.as_mut_ptr() as usize;
+            let (mut got_old, bytes) = (vec![0u8; n], n);
+            // SAFETY: `store` is ours, live and untouched by anything else here.
+            unsafe {
+                core::ptr::copy_nonoverlapping(init.as_ptr(), got as *mut u8, bytes);
+                atomic_shared(
+                    class,
+                    op,
+                    dt,
+                    got,
+                    n,
+                    &operand,
+                    &compare,
+                    fetch.then_some(&mut got_old[..]),
+                )
+                .unwrap();
+                assert_eq!(region(got, n), &want[..], "{op:?} {dt:?}");
+            }
+            assert_eq!(
+                got_old,
+                if fetch { want_old } else { vec![0u8; n] },
+                "{op:?} {dt:?}"
+            );
+            // SAFETY: as above.
+            let bad =
+                unsafe { atomic_shared(class, op, dt, got, n, &operand[1..], &compare, None) };
+            assert_eq!(bad, Err(Error::Inval));
+        }
+    }
 
     #[test]
     fn fill_scatters_and_truncates() {

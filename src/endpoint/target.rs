@@ -1,7 +1,7 @@
 //! The target side of RMA and atomics: every access passes the MR table's check.
 #![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
-use crate::atomic::{self, AtomicClass, AtomicOp, Datatype};
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
 use crate::cq_format::Completion;
 use crate::error::Error;
@@ -277,10 +277,14 @@ impl<S: Config> EpInner<S> {
             // An atomic must touch one contiguous piece of memory.
             let (addr, user) = t.check_contiguous(hdr.key, hdr.addr, n, access)?;
             self.bound_here(user)?;
-            // SAFETY: checked, live, exclusively accessed under the table lock.
-            let target = unsafe { mem::region_mut(addr, n) };
             let fetch_buf = if fetch { Some(&mut *old) } else { None };
-            atomic::apply(class, op, dt, target, operand, compare, fetch_buf)?;
+            // SAFETY: a checked range of a live registration, which the table lock
+            // (held) keeps registered; in this process only holders of that lock touch
+            // registered memory through the library. Other processes may update it at
+            // the same time only through the direct path of a published segment, one
+            // element at a time with CPU atomics of its width (wider elements go
+            // through here), which `atomic_shared` is atomic against.
+            unsafe { mem::atomic_shared(class, op, dt, addr, n, operand, compare, fetch_buf)? };
             Ok(if user.cntr_flags.contains(kind) {
                 user.cntr.clone()
             } else {
