@@ -15,15 +15,21 @@ mod sealed {
 }
 
 /// State behind a lock of the family chosen by the stack.
-pub trait Lock<X>: Sized {
+///
+/// Crate-private: [`Unsync::with`] is sound only because no code calls `with` on a
+/// lock from inside the closure given to `with` on the same lock, which this crate
+/// keeps (a debug assertion checks it) and nobody outside can break, since nobody
+/// outside can make a lock or call `with` (a must-not-compile test checks that).
+pub(crate) trait Lock<X>: Sized {
     /// Wraps a value.
     fn new(x: X) -> Self;
-    /// Runs `f` with exclusive access. Implementations inside this crate never call `with`
-    /// on the same lock from inside `f`.
+    /// Runs `f` with exclusive access. Never called on the same lock from inside `f`.
     fn with<R>(&self, f: impl FnOnce(&mut X) -> R) -> R;
 }
 
-/// A family of locks (`Unlocked` or `Locked`). Sealed.
+/// A family of locks (`Unlocked` or `Locked`). Sealed; its locks can be made and
+/// used only inside this crate.
+#[allow(private_bounds)]
 pub trait LockFamily: sealed::Sealed + 'static {
     /// The lock type for state `X`.
     type Lock<X>: Lock<X>;
