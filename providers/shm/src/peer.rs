@@ -151,7 +151,7 @@ impl PeerRegion {
 
     /// [`Self::gone`] for a caller that may ask in a tight loop (a sender that the
     /// peer's full ring refuses, the direct path on every operation): a peer without a
-    /// lifeline is asked of the kernel at most once per [`ASK_PERIOD`] (a peer seen
+    /// lifeline is asked of the kernel at most once per `ASK_PERIOD` (a peer seen
     /// dead or a closed region still answer at once).
     #[inline]
     pub fn gone_lately(&self) -> bool {

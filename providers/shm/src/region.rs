@@ -103,7 +103,7 @@ pub const MIN_CELLS: usize = 256;
 pub struct Geometry {
     /// Channels (sending peers at once).
     pub nchan: usize,
-    /// Cells per channel, a power of two, at least [`MIN_CELLS`].
+    /// Cells per channel, a power of two, at least 256 (`MIN_CELLS`).
     pub cells: usize,
 }
 
