@@ -521,6 +521,44 @@ fn direct_ops_wait_for_earlier_ring_ops() {
     assert_eq!(now(&i).unwrap().op_context, Context(3));
 }
 
+/// A direct access never overtakes a message sent before it that the target has not
+/// processed yet (`FI_ORDER_WAS`, `FI_ORDER_RAS`, which getinfo advertises): the
+/// write takes the ring, behind the message, and lands when the target processes
+/// both; once the target took everything, writes are direct again.
+#[test]
+fn direct_ops_wait_for_earlier_messages() {
+    const KEY: u64 = 0xd5_0002;
+    let t = node::<Stack<Shm>>();
+    let i = node::<Stack<Shm>>();
+    let mut seg = MappedSegment::new(4096).unwrap();
+    let mr = seg.register(&t.domain, &attr(RW, KEY, 0)).unwrap();
+    let peer = i.av.insert(&t.ep.name()).unwrap();
+
+    i.ep.tinject(b"first", peer, 5).unwrap();
+    i.ep.write(&[2; 8], peer, 0, KEY, Context(2)).unwrap();
+    i.ep.inject_write(&[3; 8], peer, 8, KEY).unwrap();
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 0), 0, "the write overtook the message");
+    assert_eq!(u64_at(&mr, 8), 0, "the inject overtook the message");
+    // The target processes the message (unexpected), then the write; the inject,
+    // held behind the write in flight, goes once the write completed.
+    assert!(t.domain.progress() >= 1);
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([2; 8]));
+    assert_eq!(next(&i).unwrap().op_context, Context(2));
+    nothing(&i);
+    assert_eq!(u64_at(&mr, 8), u64::from_ne_bytes([3; 8]));
+    let mut buf = [0u8; 5];
+    // SAFETY: `buf` outlives the receive, read after its completion.
+    unsafe { t.ep.trecv(&mut buf, FiAddr::UNSPEC, 5, 0, Context(9)) }.unwrap();
+    assert_eq!(next(&t).unwrap().op_context, Context(9));
+    assert_eq!(&buf, b"first");
+    // Everything taken and answered: direct again, done before any target progress.
+    nothing(&i);
+    i.ep.write(&[4; 8], peer, 0, KEY, Context(4)).unwrap();
+    assert_eq!(u64_at(&mr, 0), u64::from_ne_bytes([4; 8]));
+    assert_eq!(now(&i).unwrap().op_context, Context(4));
+}
+
 /// `fi_inject_write` into a published segment: no entry on success, counted; the
 /// target's checks fail at once with an error entry of null context; a key nobody
 /// published waits for the target, which rejects it; the inject size and the address

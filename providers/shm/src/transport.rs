@@ -471,6 +471,26 @@ impl ShmTx {
         }
     }
 
+    /// Whether the target has taken every packet this sender put in its channel to
+    /// `to` (there is none: trivially). A direct access performed before then would
+    /// overtake them: a write made visible, or a read done, before a message sent
+    /// earlier was processed, against the message ordering the provider advertises
+    /// (`FI_ORDER_WAS`, `RAS`, ...); it takes the packet path instead, behind them.
+    /// One comparison when the cached head says so; else one load of the head the
+    /// target published.
+    #[inline]
+    fn drained(&mut self, to: &Arc<PeerRegion>) -> bool {
+        let i = match self.chans.get(self.last) {
+            Some(ch) if Arc::ptr_eq(&ch.peer, to) => self.last,
+            _ => match self.index.get(&to.name.nonce) {
+                Some(&i) if Arc::ptr_eq(&self.chans[i].peer, to) => i,
+                _ => return true,
+            },
+        };
+        let ch = &mut self.chans[i];
+        ch.head == ch.tail || drained_now(ch)
+    }
+
     /// The channel to the endpoint whose raw address is `to`, if there is one.
     #[inline]
     fn find(&self, to: &[u8]) -> Option<usize> {
@@ -950,6 +970,21 @@ fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
     Ok(ch.tail)
 }
 
+/// [`ShmTx::drained`] past the cached head: rereads the head the target published
+/// (then cached, as [`room`] does).
+#[cold]
+#[inline(never)]
+fn drained_now(ch: &mut TxChan) -> bool {
+    let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
+    // A head outside the window is a peer's garbage: not drained, cache kept.
+    if head > ch.tail || ch.tail - head > ch.cells {
+        return false;
+    }
+    ch.head = head;
+    ch.limit = fast_limit(ch);
+    head == ch.tail
+}
+
 /// `Ok` when `n` cells past the tail of `ch` are free, by the cached head or else by
 /// the head the receiver published (then cached).
 #[inline]
@@ -1358,8 +1393,10 @@ impl Transport for ShmEp {
         hold: bool,
         out: F,
     ) -> Direct {
-        // RMA and atomics into ordinary registrations: the packet path at once.
-        if tx.direct.known_absent(to, req.key) {
+        // RMA and atomics into ordinary registrations: the packet path at once; and
+        // behind packets the target has not taken yet (see `ShmTx::drained`).
+        // (A held access is offered again once nothing is in flight: checked then.)
+        if tx.direct.known_absent(to, req.key) || (!hold && !tx.drained(to)) {
             return Direct::Declined;
         }
         direct::run(&mut tx.direct, to, req, hold, out)
@@ -1377,6 +1414,9 @@ impl Transport for ShmEp {
         key: u64,
         data: &[u8],
     ) -> Direct {
+        if !tx.drained(to) {
+            return Direct::Declined;
+        }
         direct::write(&mut tx.direct, to, addr, key, data)
     }
 
