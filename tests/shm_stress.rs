@@ -1594,6 +1594,51 @@ fn random_mix_n8_completion_auto_map() {
     );
 }
 
+/// The random mix on 8 processes while two random ranks are stopped (`SIGSTOP`) for
+/// 1.5 s each, mid-run, then continued: a stopped peer is alive, so nothing may fail,
+/// and everything completes once it runs again (its peers see backpressure, not
+/// errors, and never hang).
+#[test]
+fn random_mix_with_stopped_peers() {
+    let t0 = Instant::now();
+    let seed = test_seed("random_mix_with_stopped_peers");
+    let n = nproc(8);
+    let ops = env_u64("FABRIC_STRESS_OPS").map_or(300, |o| o as usize);
+    let mut rng = Rng(mix(seed, 0x5709));
+    let v1 = rng.below(n as u64) as usize;
+    let v2 = (v1 + 1 + rng.below(n as u64 - 1) as usize) % n;
+    let mut f = Flock::spawn(
+        "mix",
+        n,
+        seed,
+        deadline(60),
+        &[("FABRIC_STRESS_OPS", ops.to_string())],
+    );
+    f.connect();
+    for v in [v1, v2] {
+        std::thread::sleep(Duration::from_millis(rng.below(200)));
+        let pid = f.kids[v].child.id() as libc::pid_t;
+        // SAFETY: signals to our own child, alive until `finish`.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        eprintln!("random_mix_with_stopped_peers: rank {v} stopped for 1.5 s");
+    }
+    let done = f.gather("DONE");
+    let (completed, recvd, failed, slowest) = mix_totals(&done);
+    assert_eq!(completed, n * ops, "operations completed");
+    assert_eq!(failed, 0, "failed operations (a stopped peer is not dead)");
+    f.tell("CHECK");
+    f.gather("CHECKED");
+    f.finish();
+    eprintln!(
+        "random_mix_with_stopped_peers: seed {seed}: {n} x {ops}, ranks {v1} and {v2} \
+         stopped; {recvd} messages, slowest rank {slowest} ms; {:.2?} in all",
+        t0.elapsed()
+    );
+}
+
 /// The random mix on 64 processes (oversubscribed: every wait yields).
 #[test]
 fn random_mix_n64() {
