@@ -49,6 +49,31 @@
 //! [`dynamic`] is the optional run-time counterpart: provider and parameters chosen from
 //! `fi_getinfo` results, objects behind object-safe traits. The static types never depend
 //! on it.
+//!
+//! # A tour of the layers
+//!
+//! - **What applications call**, named after libfabric's man pages: [`info`]
+//!   (`fi_getinfo` and the attributes), [`domain`] (fabric and domain), [`endpoint`]
+//!   (messages, tagged messages, RMA, atomics, triggered operations), [`cq`],
+//!   [`cntr`], [`eq`], [`av`], [`mr`] and [`wait`] (wait and poll sets); [`prelude`]
+//!   brings them in. [`config`] holds the five parameters of a [`Stack`].
+//! - **The engine every provider shares**, below them: matching of receives
+//!   ([`matching`]), the completion rings ([`ring`], formats in [`cq_format`]), the AV
+//!   and MR tables ([`av_table`], [`mr_table`]), the atomic kernels ([`atomic`]),
+//!   target-side handling of RMA and atomics, acknowledgements, fences, triggers and
+//!   cancel (inside [`endpoint`]), and raw views of user and registered memory
+//!   ([`mem`], which owns that `unsafe`). Locks come from the threading level
+//!   ([`lock`]: none at all for `ThreadDomain`).
+//! - **The provider contract**, at the bottom: [`provider`] ([`Provider`], the
+//!   per-endpoint [`Transport`] that moves packets, resolves addresses and may offer
+//!   initiator-side direct access) and [`wire`] (the packet header). A provider is a
+//!   transport; everything semantic above is the engine's, so every provider inherits
+//!   the conformance suite. The providers live in their own crates (`fabric-loopback`,
+//!   `fabric-shm`).
+//!
+//! The module tree does not yet keep these layers apart in every import (some
+//! object modules reach into each other); the map of where it is heading is the
+//! project's design document.
 #![deny(unsafe_code)]
 
 pub mod attr;
