@@ -587,7 +587,7 @@ impl ShmTx {
         let mut left = false;
         let mut waiting = std::mem::take(&mut self.orphans);
         while let Some((peer, hdr, body)) = waiting.pop_front() {
-            if peer.known_dead() || peer.region.closed() || peer.gone_lately() {
+            if peer.gone_lately() {
                 continue;
             }
             match self.channel(&peer) {
@@ -970,19 +970,11 @@ fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
     Ok(ch.tail)
 }
 
-/// [`ShmTx::drained`] past the cached head: rereads the head the target published
-/// (then cached, as [`room`] does).
+/// [`ShmTx::drained`] past the cached head: rereads the head the target published.
 #[cold]
 #[inline(never)]
 fn drained_now(ch: &mut TxChan) -> bool {
-    let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
-    // A head outside the window is a peer's garbage: not drained, cache kept.
-    if head > ch.tail || ch.tail - head > ch.cells {
-        return false;
-    }
-    ch.head = head;
-    ch.limit = fast_limit(ch);
-    head == ch.tail
+    reread_head(ch) && ch.head == ch.tail
 }
 
 /// `Ok` when `n` cells past the tail of `ch` are free, by the cached head or else by
@@ -992,19 +984,25 @@ fn room(ch: &mut TxChan, n: u64) -> Result<()> {
     if ch.tail + n - ch.head <= ch.cells {
         return Ok(());
     }
-    let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
-    // A head outside the window is a peer's garbage: treat the channel as full, and
-    // keep the cached head, which stays in `tail - cells ..= tail` (what `claim_fast`
-    // relies on).
-    if head > ch.tail || ch.tail - head > ch.cells {
-        return Err(Error::Again);
-    }
-    ch.head = head;
-    ch.limit = fast_limit(ch);
-    if ch.tail + n - head > ch.cells {
+    // A head outside the window is a peer's garbage: the channel counts as full.
+    if !reread_head(ch) || ch.tail + n - ch.head > ch.cells {
         return Err(Error::Again);
     }
     Ok(())
+}
+
+/// Caches the head the receiver published (and the bound that follows from it);
+/// `false`, the cache kept, for a head outside `tail - cells ..= tail` (a peer's
+/// garbage), which keeps the cached head in that window (what `claim_fast` relies on).
+#[inline]
+fn reread_head(ch: &mut TxChan) -> bool {
+    let head = ch.peer.region.chan_head(ch.c).load(Ordering::Acquire);
+    if head > ch.tail || ch.tail - head > ch.cells {
+        return false;
+    }
+    ch.head = head;
+    ch.limit = fast_limit(ch);
+    true
 }
 
 impl Transport for ShmEp {
