@@ -1,7 +1,7 @@
 //! The channel table's protocol: how senders claim receive channels in a peer's
 //! region and how the receiver finds and frees them, on the words `region` lays out
 //! (see there). Written over [`Word`] so that the loom model below runs this very
-//! code.
+//! code (the words are [`Word`]s).
 //!
 //! A sender takes a channel's claim word from 0 to its nonce ([`take`]), writes its
 //! name, then publishes ([`publish`]): the owner word gets the nonce (release: the
@@ -20,36 +20,7 @@
 
 use std::sync::atomic::Ordering;
 
-/// A 64-bit atomic of the table (the std one, or loom's in its model).
-pub(crate) trait Word {
-    fn load(&self, order: Ordering) -> u64;
-    fn store(&self, v: u64, order: Ordering);
-    /// `current` to `new`; whether this call made that change.
-    fn swap_if(&self, current: u64, new: u64) -> bool;
-    fn fetch_max(&self, v: u64, order: Ordering);
-    fn fetch_add(&self, v: u64, order: Ordering);
-}
-
-impl Word for std::sync::atomic::AtomicU64 {
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> u64 {
-        std::sync::atomic::AtomicU64::load(self, order)
-    }
-    #[inline(always)]
-    fn store(&self, v: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::store(self, v, order)
-    }
-    fn swap_if(&self, current: u64, new: u64) -> bool {
-        self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }
-    fn fetch_max(&self, v: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::fetch_max(self, v, order);
-    }
-    fn fetch_add(&self, v: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::fetch_add(self, v, order);
-    }
-}
+use crate::word::Word;
 
 /// Sender: takes a channel whose claim word is free (0) for `nonce` (not 0). On
 /// success the channel's previous release is visible (its head is back at 0).
@@ -102,25 +73,6 @@ mod loom_tests {
     use super::*;
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
-
-    impl Word for AtomicU64 {
-        fn load(&self, order: Ordering) -> u64 {
-            AtomicU64::load(self, order)
-        }
-        fn store(&self, v: u64, order: Ordering) {
-            AtomicU64::store(self, v, order)
-        }
-        fn swap_if(&self, current: u64, new: u64) -> bool {
-            self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        }
-        fn fetch_max(&self, v: u64, order: Ordering) {
-            AtomicU64::fetch_max(self, v, order);
-        }
-        fn fetch_add(&self, v: u64, order: Ordering) {
-            AtomicU64::fetch_add(self, v, order);
-        }
-    }
 
     /// Two channels: claim, owner, head and the claimer's name (one word, written
     /// relaxed as the name's bytes are) each, and the table's mark and generation.

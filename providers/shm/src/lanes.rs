@@ -27,6 +27,8 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::word::Word;
+
 /// A lane nobody claimed.
 pub(crate) const FREE: u64 = 0;
 /// A claimed lane whose initiator is outside any access.
@@ -34,47 +36,16 @@ pub(crate) const IDLE: u64 = 1;
 /// A claimed lane whose initiator is inside an access.
 pub(crate) const BUSY: u64 = 2;
 
-/// The 64-bit atomic a lane is made of (the std one, or loom's in its tests).
-pub(crate) trait LaneWord {
-    fn load(&self, order: Ordering) -> u64;
-    fn store(&self, v: u64, order: Ordering);
-    /// [`FREE`] to [`IDLE`]; whether this call made that change.
-    fn claim(&self) -> bool;
-}
-
-impl LaneWord for std::sync::atomic::AtomicU64 {
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> u64 {
-        std::sync::atomic::AtomicU64::load(self, order)
-    }
-    #[inline(always)]
-    fn store(&self, v: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::store(self, v, order)
-    }
-    fn claim(&self) -> bool {
-        self.compare_exchange(FREE, IDLE, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }
-}
-
-#[cfg(all(test, loom))]
-impl LaneWord for loom::sync::atomic::AtomicU64 {
-    fn load(&self, order: Ordering) -> u64 {
-        loom::sync::atomic::AtomicU64::load(self, order)
-    }
-    fn store(&self, v: u64, order: Ordering) {
-        loom::sync::atomic::AtomicU64::store(self, v, order)
-    }
-    fn claim(&self) -> bool {
-        self.compare_exchange(FREE, IDLE, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }
+/// Claims a lane nobody claimed ([`FREE`] to [`IDLE`]); whether this call did.
+#[inline]
+pub(crate) fn claim<W: Word>(lane: &W) -> bool {
+    lane.swap_if(FREE, IDLE)
 }
 
 /// Initiator: marks its lane busy before it rechecks the entry. Only the compiler is
 /// kept from moving the recheck above the store; the owner's barrier does the rest.
 #[inline(always)]
-pub(crate) fn enter<W: LaneWord>(lane: &W) {
+pub(crate) fn enter<W: Word>(lane: &W) {
     lane.store(BUSY, Ordering::Relaxed);
     initiator_fence();
 }
@@ -82,13 +53,13 @@ pub(crate) fn enter<W: LaneWord>(lane: &W) {
 /// Initiator: leaves the access; everything it did to the segment happens before the
 /// owner sees the lane idle.
 #[inline(always)]
-pub(crate) fn leave<W: LaneWord>(lane: &W) {
+pub(crate) fn leave<W: Word>(lane: &W) {
     lane.store(IDLE, Ordering::Release);
 }
 
 /// Owner, after withdrawing the entry and [`owner_fence`]: whether any lane is still
 /// inside an access.
-pub(crate) fn any_busy<'a, W: LaneWord + 'a>(lanes: impl IntoIterator<Item = &'a W>) -> bool {
+pub(crate) fn any_busy<'a, W: Word + 'a>(lanes: impl IntoIterator<Item = &'a W>) -> bool {
     lanes.into_iter().any(|l| l.load(Ordering::SeqCst) == BUSY)
 }
 
@@ -124,8 +95,8 @@ mod tests {
     #[test]
     fn lanes_are_claimed_once_and_seen_busy_inside_an_access() {
         let lanes: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(FREE)).collect();
-        assert!(lanes[1].claim());
-        assert!(!lanes[1].claim(), "a claimed lane is not claimed again");
+        assert!(claim(&lanes[1]));
+        assert!(!claim(&lanes[1]), "a claimed lane is not claimed again");
         assert!(!any_busy(&lanes));
         enter(&lanes[1]);
         assert!(any_busy(&lanes));
@@ -160,7 +131,7 @@ mod loom_tests {
                 lane: AtomicU64::new(FREE),
                 data: UnsafeCell::new(0),
             });
-            assert!(seg.lane.claim());
+            assert!(claim(&seg.lane));
             let s = seg.clone();
             let initiator = loom::thread::spawn(move || {
                 enter(&s.lane);

@@ -88,6 +88,7 @@ mod sys;
 mod tests;
 mod track;
 mod transport;
+mod word;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

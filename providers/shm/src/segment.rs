@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use fabric::{Error, Result};
 
-use crate::lanes::{self, LaneWord};
+use crate::lanes;
 use crate::sys::{self, Mapping};
 
 /// Bytes before the data: the header page (keeps the data page-aligned).
@@ -173,7 +173,9 @@ impl SegFile {
         if !self.fenced() {
             return None;
         }
-        let word = (0..LANES).map(|i| self.lane(i)).find(|w| w.claim())?;
+        let word = (0..LANES)
+            .map(|i| self.lane(i))
+            .find(|w| lanes::claim(*w))?;
         Some(Lane {
             word: NonNull::from(word),
             _seg: self.clone(),
