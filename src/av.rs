@@ -1,59 +1,17 @@
 //! Address vectors (`fi_av`): insert (sync and async with EQ completion), insertsvc,
 //! remove, lookup, straddr, named shared AVs, `rx_ctx_bits`.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crate::attr::{AvAttr, FI_EVENT, FI_READ, FI_SYNC_ERR};
-use crate::av_table::AvTable;
 use crate::config::{Config, LockOf};
-use crate::domain::DomainInner;
-use crate::eq::{EqInner, EventQueue};
+use crate::engine::av::{AvInner, AvState, AvTable};
+use crate::engine::DomainInner;
+use crate::eq::{EqEntry, EqErrEntry, EqEvent, EventQueue};
 use crate::error::{Error, Result};
-use crate::eventq::{EqEntry, EqErrEntry, EqEvent};
 use crate::lock::Lock;
 use crate::provider::Provider;
 use crate::types::{Context, FiAddr};
-
-pub(crate) type Peer<S> = <<S as Config>::Provider as Provider>::Peer;
-
-pub(crate) struct AvState<S: Config> {
-    pub(crate) table: AvTable<Peer<S>, S::Av>,
-    eq: Option<Arc<EqInner<S>>>,
-}
-
-pub(crate) struct AvInner<S: Config> {
-    pub(crate) state: LockOf<S, AvState<S>>,
-    pub(crate) rx_ctx_bits: u32,
-    name: Option<String>,
-    async_events: bool,
-}
-
-impl<S: Config> AvInner<S> {
-    /// Resolves `addr` (rx bits included) and runs `f` on the peer and the rx index.
-    #[inline]
-    pub(crate) fn with_peer<R>(
-        &self,
-        addr: FiAddr,
-        f: impl FnOnce(&Peer<S>, u32) -> Result<R>,
-    ) -> Result<R> {
-        let (base, rx) = addr.split_rx(self.rx_ctx_bits);
-        // Forced inline, as the callers' `f`: the fast send path runs through here.
-        self.state.with(
-            #[inline(always)]
-            |st| {
-                let peer = st.table.get(base)?;
-                f(peer, rx)
-            },
-        )
-    }
-
-    /// The address of the peer with raw address `name`, for `FI_SOURCE`.
-    #[inline]
-    pub(crate) fn reverse(&self, name: &[u8]) -> FiAddr {
-        self.state
-            .with(|st| st.table.reverse(name).unwrap_or(FiAddr::NOTAVAIL))
-    }
-}
 
 /// An address vector of configuration `S`: addresses are encoded by `S::Av`.
 pub struct AddressVector<S: Config> {
@@ -234,5 +192,3 @@ impl<S: Config> AddressVector<S> {
         self.inner.name.as_deref()
     }
 }
-
-pub(crate) type NamedAvs<S> = Vec<(String, Weak<AvInner<S>>)>;

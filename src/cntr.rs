@@ -1,92 +1,29 @@
 //! Counters (`fi_cntr`): read, readerr, add, set, adderr, seterr, wait with threshold,
 //! and the triggered operations deferred until a counter reaches a threshold.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::attr::CntrAttr;
-use crate::config::{Config, LockOf, Progress};
-use crate::domain::DomainInner;
-use crate::endpoint::Deferred;
+use crate::config::{Config, Progress};
+use crate::engine::cntr::{add_to, CntrInner};
+use crate::engine::DomainInner;
 use crate::error::{Error, Result};
-use crate::lock::{Lock, LockFamily};
 use crate::waitobj::Waiter;
-
-pub(crate) struct CntrInner<S: Config> {
-    pub(crate) domain: Arc<DomainInner<S>>,
-    value: AtomicU64,
-    err: AtomicU64,
-    waiter: Option<Arc<Waiter>>,
-    pub(crate) triggers: LockOf<S, Vec<Deferred<S>>>,
-}
-
-/// Adds `n` to counter word `w`. Objects that only one thread can use (`S::Locks` not
-/// [`SHARED`](LockFamily::SHARED): `FI_THREAD_DOMAIN` with manual progress) have one
-/// writer, so a load and a store do; otherwise an atomic add (a locked instruction).
-#[inline(always)]
-fn add_to<S: Config>(w: &AtomicU64, n: u64) {
-    if <S::Locks as LockFamily>::SHARED {
-        w.fetch_add(n, Ordering::AcqRel);
-    } else {
-        w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
-    }
-}
-
-impl<S: Config> CntrInner<S> {
-    /// One successful completion.
-    #[inline]
-    pub(crate) fn inc(&self) {
-        add_to::<S>(&self.value, 1);
-        self.changed();
-    }
-
-    /// One failed completion.
-    pub(crate) fn inc_err(&self) {
-        add_to::<S>(&self.err, 1);
-        self.changed();
-    }
-
-    #[inline]
-    fn changed(&self) {
-        if let Some(w) = &self.waiter {
-            w.signal();
-        }
-        self.domain.doorbell.signal();
-    }
-
-    pub(crate) fn value(&self) -> u64 {
-        self.value.load(Ordering::Acquire)
-    }
-
-    /// Removes and returns the triggered operations whose threshold has been reached,
-    /// in threshold order (oldest first among equal thresholds).
-    pub(crate) fn take_due(&self) -> Vec<Deferred<S>> {
-        let v = self.value();
-        self.triggers.with(|t| {
-            if t.iter().all(|d| d.threshold > v) {
-                return Vec::new();
-            }
-            let (mut due, keep): (Vec<_>, Vec<_>) = t.drain(..).partition(|d| d.threshold <= v);
-            *t = keep;
-            // fi_trigger(3): operations fire in threshold order even when one increment
-            // passes several thresholds; the stable sort keeps submission order for equal
-            // thresholds.
-            due.sort_by_key(|d| d.threshold);
-            due
-        })
-    }
-}
 
 /// A completion counter.
 pub struct Counter<S: Config> {
     pub(crate) inner: Arc<CntrInner<S>>,
+    /// Progressed by reads under manual progress; runs the triggered operations.
+    pub(crate) domain: Arc<DomainInner<S>>,
 }
 
 impl<S: Config> Clone for Counter<S> {
     fn clone(&self) -> Self {
         Counter {
             inner: self.inner.clone(),
+            domain: self.domain.clone(),
         }
     }
 }
@@ -99,20 +36,15 @@ impl<S: Config> Counter<S> {
     ) -> Result<Counter<S>> {
         let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
         Ok(Counter {
-            inner: Arc::new(CntrInner {
-                domain: domain.clone(),
-                value: AtomicU64::new(0),
-                err: AtomicU64::new(0),
-                waiter,
-                triggers: LockOf::<S, _>::new(Vec::new()),
-            }),
+            inner: Arc::new(CntrInner::new(domain.shared.doorbell.clone(), waiter)),
+            domain: domain.clone(),
         })
     }
 
     #[inline]
     fn progress(&self) {
         if !<S::Progress as Progress>::AUTO {
-            self.inner.domain.progress();
+            self.domain.progress();
         }
     }
 
@@ -133,14 +65,14 @@ impl<S: Config> Counter<S> {
     pub fn add(&self, v: u64) {
         add_to::<S>(&self.inner.value, v);
         self.inner.changed();
-        self.inner.domain.run_triggers();
+        self.domain.run_triggers();
     }
 
     /// `fi_cntr_set`.
     pub fn set(&self, v: u64) {
         self.inner.value.store(v, Ordering::Release);
         self.inner.changed();
-        self.inner.domain.run_triggers();
+        self.domain.run_triggers();
     }
 
     /// `fi_cntr_adderr`.
@@ -163,9 +95,9 @@ impl<S: Config> Counter<S> {
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let err0 = self.inner.err.load(Ordering::Acquire);
-        let dom = &self.inner.domain;
+        let dom = &self.domain;
         loop {
-            let token = dom.doorbell.prepare();
+            let token = dom.shared.doorbell.prepare();
             if self.read() >= threshold {
                 return Ok(());
             }
@@ -188,7 +120,7 @@ impl<S: Config> Counter<S> {
             if self.read() >= threshold {
                 return Ok(());
             }
-            let _ = dom.doorbell.wait(token, Some(left));
+            let _ = dom.shared.doorbell.wait(token, Some(left));
         }
     }
 

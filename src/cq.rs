@@ -1,195 +1,28 @@
 //! Completion queues (`fi_cq`): read, readfrom, readerr, sread, signal, wait objects.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::attr::{CqAttr, CqWaitCond, ResourceMgmt};
-use crate::config::{Config, LockOf, Progress};
-use crate::cq_format::{Completion, CqFormat};
-use crate::domain::DomainInner;
+use crate::attr::{CqAttr, CqWaitCond};
+use crate::config::{Config, Progress};
+use crate::engine::cq::{CqInner, Entry, Reader};
+use crate::engine::DomainInner;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::ring::{CqErrEntry, CqRing};
 use crate::types::FiAddr;
 use crate::waitobj::Waiter;
+
+pub use crate::engine::cq::CqErrEntry;
 
 /// Default number of CQ entries when the attribute leaves it 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
 
-type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
-
-pub(crate) struct CqState<S: Config> {
-    ring: CqRing<Entry<S>>,
-    overflow: VecDeque<(Entry<S>, FiAddr)>,
-    overrun: bool,
-}
-
-pub(crate) struct CqInner<S: Config> {
-    pub(crate) domain: Arc<DomainInner<S>>,
-    state: LockOf<S, CqState<S>>,
-    waiter: Option<Arc<Waiter>>,
-    rm_enabled: bool,
-    wait_cond: CqWaitCond,
-    signaled: AtomicBool,
-    /// Set (under the state lock) while the ring is full or completions wait in
-    /// `overflow`: [`Self::has_room`] reads it without taking the lock, which every
-    /// posted receive and every arriving message asks. A snapshot either way: the lock
-    /// would be released before the caller acts on the answer.
-    full: AtomicBool,
-}
-
-impl<S: Config> CqInner<S> {
-    /// Records a successful completion; `c.src` is also what `fi_cq_readfrom` reports.
-    /// Always inlined: a few stores, smaller than a call's register saves.
-    #[inline(always)]
-    pub(crate) fn complete(&self, c: &Completion) {
-        let src = c.src;
-        let e = <S::Cq as CqFormat>::make(c);
-        self.state.with(|st| {
-            if let Err(e) = st.ring.push(e, src) {
-                if self.rm_enabled {
-                    // Resource management promises no completion is lost: keep it aside
-                    // (rare path) and refuse new work until the application catches up.
-                    st.overflow.push_back((e, src));
-                } else {
-                    st.overrun = true;
-                }
-            }
-            if st.ring.is_full() {
-                self.full.store(true, Ordering::Relaxed);
-            }
-        });
-        if let Some(w) = &self.waiter {
-            w.signal();
-        }
-    }
-
-    /// [`Self::complete`], or straight into the entries of `rd` when `rd` is a read of
-    /// this CQ in progress, with room left, and nothing queued ahead of the completion
-    /// (no entry, error or overrun): the read then returns it without a trip through
-    /// the ring. Entries keep their order: once one is queued, later ones queue too.
-    #[inline(always)]
-    pub(crate) fn complete_to(&self, c: &Completion, rd: Option<&mut Reader<'_, S>>) {
-        let Some(rd) = rd.filter(|rd| std::ptr::eq(rd.cq, self) && rd.n < rd.room) else {
-            return self.complete(c);
-        };
-        let direct = self.state.with(|st| {
-            if !st.ring.is_empty() || st.ring.has_err() || st.overrun {
-                return false;
-            }
-            rd.out[rd.n] = <S::Cq as CqFormat>::make(c);
-            if let Some(src) = rd.src.as_deref_mut() {
-                src[rd.n] = c.src;
-            }
-            rd.n += 1;
-            true
-        });
-        // Nobody waits for an entry that the reading thread already holds.
-        if !direct {
-            self.complete(c);
-        }
-    }
-
-    /// Records an error completion (never dropped).
-    pub(crate) fn complete_err(&self, e: CqErrEntry) {
-        self.state.with(|st| st.ring.push_err(e));
-        if let Some(w) = &self.waiter {
-            w.signal();
-        }
-    }
-
-    /// Whether new operations may be posted against this CQ (resource management).
-    #[inline]
-    pub(crate) fn has_room(&self) -> bool {
-        !self.rm_enabled || !self.full.load(Ordering::Relaxed)
-    }
-
-    /// After a read of a ring that was full: moves kept-aside completions into the
-    /// room made, and clears `full` once there is room for new work.
-    #[cold]
-    fn refill(&self, st: &mut CqState<S>) {
-        while !st.overflow.is_empty() && !st.ring.is_full() {
-            if let Some((e, s)) = st.overflow.pop_front() {
-                // Cannot fail: the ring has room.
-                let _ = st.ring.push(e, s);
-            }
-        }
-        self.full.store(
-            !st.overflow.is_empty() || st.ring.is_full(),
-            Ordering::Relaxed,
-        );
-    }
-
-    fn pending(&self) -> usize {
-        self.state
-            .with(|st| st.ring.len() + st.overflow.len() + st.ring.err_len())
-    }
-
-    #[inline]
-    fn read_inner(&self, out: &mut [Entry<S>], src: Option<&mut [FiAddr]>) -> Result<usize> {
-        self.state.with(|st| {
-            // The empty poll a busy-polling reader repeats: a few loads, no call.
-            if st.ring.is_empty()
-                && !st.ring.has_err()
-                && !st.overrun
-                && !self.full.load(Ordering::Relaxed)
-            {
-                return Err(Error::Again);
-            }
-            self.read_ring(st, out, src)
-        })
-    }
-
-    /// The rest of [`Self::read_inner`]: entries, a waiting error, an overrun, and the
-    /// refill from the overflow queue.
-    #[inline(never)]
-    fn read_ring(
-        &self,
-        st: &mut CqState<S>,
-        out: &mut [Entry<S>],
-        src: Option<&mut [FiAddr]>,
-    ) -> Result<usize> {
-        if st.overrun {
-            return Err(Error::Overrun);
-        }
-        let r = match src {
-            None => st.ring.read(out),
-            Some(src) => st.ring.read_from(out, src),
-        };
-        if self.full.load(Ordering::Relaxed) {
-            self.refill(st);
-        }
-        r
-    }
-}
-
-/// A [`Cq::read`] (or [`Cq::read_from`]) under way: the caller's entries, which
-/// receives completing for that CQ during the read's own progress pass fill directly
-/// ([`CqInner::complete_to`]).
-pub(crate) struct Reader<'r, S: Config> {
-    /// The CQ read, compared by address only.
-    cq: *const CqInner<S>,
-    out: &'r mut [Entry<S>],
-    src: Option<&'r mut [FiAddr]>,
-    /// Entries `out` (and `src`) can take.
-    room: usize,
-    /// Entries filled so far.
-    n: usize,
-}
-
-impl<S: Config> Reader<'_, S> {
-    /// Whether the caller's entries are all filled.
-    #[inline(always)]
-    pub(crate) fn full(&self) -> bool {
-        self.n >= self.room
-    }
-}
-
 /// A completion queue of configuration `S`; entries have the type `S::Cq::Entry`.
 pub struct Cq<S: Config> {
     pub(crate) inner: Arc<CqInner<S>>,
+    /// Progressed by reads under manual progress.
+    pub(crate) domain: Arc<DomainInner<S>>,
 }
 
 impl<S: Config> Cq<S> {
@@ -204,28 +37,16 @@ impl<S: Config> Cq<S> {
             attr.size
         };
         let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
-        let rm_enabled = domain.info.domain_attr.resource_mgmt != ResourceMgmt::Disabled;
         Ok(Cq {
-            inner: Arc::new(CqInner {
-                domain: domain.clone(),
-                state: LockOf::<S, _>::new(CqState {
-                    ring: CqRing::new(size),
-                    overflow: VecDeque::new(),
-                    overrun: false,
-                }),
-                waiter,
-                rm_enabled,
-                wait_cond: attr.wait_cond,
-                signaled: AtomicBool::new(false),
-                full: AtomicBool::new(false),
-            }),
+            inner: Arc::new(CqInner::new(&domain.shared, size, waiter, attr.wait_cond)),
+            domain: domain.clone(),
         })
     }
 
     #[inline]
     fn progress(&self) {
         if !<S::Progress as Progress>::AUTO {
-            self.inner.domain.progress();
+            self.domain.progress();
         }
     }
 
@@ -236,16 +57,9 @@ impl<S: Config> Cq<S> {
         if <S::Progress as Progress>::AUTO {
             return 0;
         }
-        let room = src.as_ref().map_or(out.len(), |s| s.len().min(out.len()));
-        let mut rd = Reader {
-            cq: Arc::as_ptr(&self.inner),
-            out,
-            src,
-            room,
-            n: 0,
-        };
-        self.inner.domain.progress_with(Some(&mut rd));
-        rd.n
+        let mut rd = Reader::new(&self.inner, out, src);
+        self.domain.progress_with(Some(&mut rd));
+        rd.filled()
     }
 
     /// `fi_cq_read`: up to `out.len()` completions. `Err(Again)` when none,
@@ -308,10 +122,10 @@ impl<S: Config> Cq<S> {
             1
         };
         let deadline = timeout.map(|t| Instant::now() + t);
-        let dom = &self.inner.domain;
+        let dom = &self.domain;
         loop {
             let token_cq = self.inner.waiter.as_ref().map(|w| w.prepare());
-            let token_dom = dom.doorbell.prepare();
+            let token_dom = dom.shared.doorbell.prepare();
             self.progress();
             if self.inner.pending() >= want
                 || self.inner.state.with(|st| st.ring.has_err() || st.overrun)
@@ -350,7 +164,7 @@ impl<S: Config> Cq<S> {
                 {
                     return Ok(());
                 }
-                let _ = dom.doorbell.wait(token_dom, Some(slice));
+                let _ = dom.shared.doorbell.wait(token_dom, Some(slice));
             }
         }
     }
@@ -359,7 +173,7 @@ impl<S: Config> Cq<S> {
     /// returns `Err(Again)`.
     pub fn signal(&self) {
         self.inner.signaled.store(true, Ordering::Release);
-        self.inner.domain.doorbell.signal();
+        self.domain.shared.doorbell.signal();
         if let Some(w) = &self.inner.waiter {
             w.signal();
         }
@@ -379,7 +193,7 @@ impl<S: Config> Cq<S> {
             // cannot ring the domain's waiter, so the transports are told which pipe to
             // write to; the progress below then sees anything sent before.
             if let Some(target) = self.inner.waiter.as_ref().and_then(|w| w.remote_signal()) {
-                self.inner.domain.arm_wake(target);
+                self.domain.arm_wake(target);
             }
         }
         self.progress();
@@ -402,6 +216,7 @@ impl<S: Config> Clone for Cq<S> {
     fn clone(&self) -> Self {
         Cq {
             inner: self.inner.clone(),
+            domain: self.domain.clone(),
         }
     }
 }

@@ -1,29 +1,23 @@
 //! Fabrics and domains: the roots of the object tree, and the progress engine.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::attr::WaitObj;
 use crate::attr::{AvAttr, CntrAttr, CqAttr, EqAttr, MrAttr, PollAttr, WaitAttr};
-use crate::av::{AddressVector, NamedAvs};
-use crate::cntr::{CntrInner, Counter};
-use crate::config::{Config, LockOf, Progress, Threading};
-use crate::cq::{Cq, Reader};
-use crate::endpoint::{Endpoint, EpInner, ScalableEndpoint, SharedRx, SharedTx};
+use crate::av::AddressVector;
+use crate::cntr::Counter;
+use crate::config::{Config, Progress, Threading};
+use crate::cq::Cq;
+use crate::endpoint::{Endpoint, ScalableEndpoint, SharedRx, SharedTx};
+use crate::engine::{DomainInner, FabricInner};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
 use crate::info::{self, Hints, Info};
-use crate::lock::Lock;
-use crate::mr::{MemoryRegion, MrUser};
-use crate::mr_table::MrTable;
+use crate::limits::MAX_ATOMIC_SIZE;
+use crate::mr::MemoryRegion;
 use crate::provider::Provider;
 use crate::wait::{PollSet, WaitSet};
-use crate::waitobj::Waiter;
-
-/// Largest atomic operation in bytes (`max_atomic_size` reported by the valid queries).
-pub const MAX_ATOMIC_SIZE: usize = 4096;
 
 /// `fi_getinfo` for stack `S`: the provider's candidates, specialized to the stack's
 /// threading, progress and AV type, filtered by `hints`, best first.
@@ -47,11 +41,6 @@ pub fn getinfo<S: Config>(hints: Option<&Hints>) -> Result<Vec<Info>> {
         })
         .collect();
     info::filter(&cands, hints)
-}
-
-pub(crate) struct FabricInner<S: Config> {
-    pub(crate) info: Info,
-    pub(crate) named_avs: LockOf<S, NamedAvs<S>>,
 }
 
 /// A fabric (`fi_fabric`): the provider's network, parent of domains.
@@ -81,10 +70,7 @@ impl<S: Config> Fabric<S> {
             return Err(Error::NoDev);
         }
         Ok(Fabric {
-            inner: Arc::new(FabricInner {
-                info: info.clone(),
-                named_avs: LockOf::<S, _>::new(Vec::new()),
-            }),
+            inner: Arc::new(FabricInner::new(info)),
         })
     }
 
@@ -109,92 +95,6 @@ impl<S: Config> Fabric<S> {
     }
 }
 
-pub(crate) struct DomainInner<S: Config> {
-    pub(crate) fabric: Arc<FabricInner<S>>,
-    pub(crate) info: Info,
-    pub(crate) mr: LockOf<S, MrTable<MrUser<S>>>,
-    pub(crate) eps: LockOf<S, Vec<Arc<EpInner<S>>>>,
-    pub(crate) trig: LockOf<S, Vec<Arc<CntrInner<S>>>>,
-    pub(crate) has_trig: AtomicBool,
-    /// Rung by transports on arrival and by counters; blocking waits sleep on it.
-    pub(crate) doorbell: Arc<Waiter>,
-}
-
-impl<S: Config> DomainInner<S> {
-    /// One pass of the progress engine: drains every endpoint's transport, then runs
-    /// triggered operations whose counters reached their thresholds.
-    #[inline]
-    pub(crate) fn progress(&self) -> usize {
-        self.progress_with(None)
-    }
-
-    /// [`Self::progress`] for a CQ read under way: receives completing for that CQ
-    /// go straight into its entries ([`CqInner::complete_to`](crate::cq::CqInner)).
-    #[inline]
-    pub(crate) fn progress_with(&self, mut rd: Option<&mut Reader<'_, S>>) -> usize {
-        let n = self.eps.with(|eps| {
-            let mut n = 0;
-            for ep in eps.iter() {
-                n += ep.progress(rd.as_deref_mut());
-            }
-            n
-        });
-        if self.has_trig.load(Ordering::Acquire) {
-            self.run_triggers();
-        }
-        n
-    }
-
-    /// Arms the doorbell for peers in other processes before a thread sleeps on it
-    /// under manual progress; the caller then checks for work once more.
-    pub(crate) fn arm_doorbell(&self) {
-        if let Some(t) = self.doorbell.remote_signal() {
-            self.arm_wake(t);
-        }
-    }
-
-    /// Arms every endpoint's transport to write to the pipe `target` when a packet
-    /// from another process arrives ([`Transport::arm_wake`]).
-    pub(crate) fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
-        self.eps.with(|eps| {
-            for ep in eps.iter() {
-                crate::provider::Transport::arm_wake(&ep.transport, target);
-            }
-        });
-    }
-
-    pub(crate) fn run_triggers(&self) {
-        if !self.has_trig.load(Ordering::Acquire) {
-            return;
-        }
-        let cntrs = self.trig.with(|t| t.clone());
-        let mut left = false;
-        for c in cntrs {
-            for d in c.take_due() {
-                d.run();
-            }
-            left |= c.triggers.with(|t| !t.is_empty());
-        }
-        if !left {
-            self.trig.with(|t| {
-                t.retain(|c| c.triggers.with(|v| !v.is_empty()));
-                if t.is_empty() {
-                    self.has_trig.store(false, Ordering::Release);
-                }
-            });
-        }
-    }
-
-    pub(crate) fn add_trigger_cntr(&self, c: &Arc<CntrInner<S>>) {
-        self.trig.with(|t| {
-            if !t.iter().any(|x| Arc::ptr_eq(x, c)) {
-                t.push(c.clone());
-            }
-        });
-        self.has_trig.store(true, Ordering::Release);
-    }
-}
-
 /// A domain (`fi_domain`): the parent of endpoints, CQs, counters, AVs and MRs, and the
 /// unit of progress.
 pub struct Domain<S: Config> {
@@ -203,25 +103,13 @@ pub struct Domain<S: Config> {
 
 impl<S: Config> Domain<S> {
     fn open(fabric: &Arc<FabricInner<S>>, info: &Info) -> Result<Self> {
-        let inner = Arc::new(DomainInner {
-            fabric: fabric.clone(),
-            info: info.clone(),
-            mr: LockOf::<S, _>::new(MrTable::new(info.domain_attr.mr_mode)),
-            eps: LockOf::<S, _>::new(Vec::new()),
-            trig: LockOf::<S, _>::new(Vec::new()),
-            has_trig: AtomicBool::new(false),
-            // A pipe, so peers in other processes can ring it too (`arm_wake`).
-            doorbell: Arc::new(Waiter::new(WaitObj::Fd)?),
-        });
-        if <S::Progress as Progress>::AUTO {
-            crate::progress_thread::spawn(Arc::downgrade(&inner))?;
-        }
+        let inner = DomainInner::open(fabric, info)?;
         Ok(Domain { inner })
     }
 
     /// The info the domain was opened with.
     pub fn info(&self) -> &Info {
-        &self.inner.info
+        self.inner.info()
     }
 
     /// `fi_endpoint`: an RDM or DGRAM endpoint (MSG endpoints come with connection-
@@ -297,7 +185,7 @@ impl<S: Config> Domain<S> {
     /// `fi_mr_reg`: registers `buf` with `attr.access`, `attr.offset` and
     /// `attr.requested_key` (used unless the domain is `FI_MR_PROV_KEY`).
     pub fn mr_reg<'a>(&self, buf: &'a mut [u8], attr: &MrAttr) -> Result<MemoryRegion<'a, S>> {
-        MemoryRegion::register(&self.inner, vec![buf], attr)
+        MemoryRegion::register(&self.inner.shared, vec![buf], attr)
     }
 
     /// `fi_mr_regv`: registers several buffers as one region.
@@ -306,7 +194,7 @@ impl<S: Config> Domain<S> {
         bufs: Vec<&'a mut [u8]>,
         attr: &MrAttr,
     ) -> Result<MemoryRegion<'a, S>> {
-        MemoryRegion::register(&self.inner, bufs, attr)
+        MemoryRegion::register(&self.inner.shared, bufs, attr)
     }
 
     /// `fi_mr_regattr`.
@@ -315,7 +203,7 @@ impl<S: Config> Domain<S> {
         bufs: Vec<&'a mut [u8]>,
         attr: &MrAttr,
     ) -> Result<MemoryRegion<'a, S>> {
-        MemoryRegion::register(&self.inner, bufs, attr)
+        MemoryRegion::register(&self.inner.shared, bufs, attr)
     }
 
     /// `fi_poll_open`.
@@ -335,8 +223,3 @@ impl<S: Config> Domain<S> {
         self.inner.progress()
     }
 }
-
-/// How long an idle progress thread sleeps between passes when nothing rings.
-pub(crate) const AUTO_IDLE: Duration = Duration::from_millis(1);
-
-pub(crate) type WeakDomain<S> = Weak<DomainInner<S>>;

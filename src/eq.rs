@@ -4,57 +4,30 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::attr::{EqAttr, FI_WRITE};
-use crate::config::{Config, LockOf, Progress};
-use crate::domain::DomainInner;
+use crate::config::{Config, Progress};
+use crate::engine::eq::EqInner;
+use crate::engine::DomainInner;
 use crate::error::{Error, Result};
-use crate::eventq::{EqEntry, EqErrEntry, EqQueue};
 use crate::lock::Lock;
 use crate::waitobj::Waiter;
+
+pub use crate::engine::eq::{EqEntry, EqErrEntry, EqEvent};
 
 /// Default number of EQ entries.
 pub const DEFAULT_EQ_SIZE: usize = 256;
 
-pub(crate) struct EqInner<S: Config> {
-    pub(crate) fabric_domain: Option<Arc<DomainInner<S>>>,
-    q: LockOf<S, EqQueue>,
-    waiter: Option<Arc<Waiter>>,
-    writable: bool,
-}
-
-impl<S: Config> EqInner<S> {
-    pub(crate) fn post(&self, e: EqEntry) -> Result<()> {
-        self.q.with(|q| q.push(e))?;
-        if let Some(w) = &self.waiter {
-            w.signal();
-        }
-        Ok(())
-    }
-
-    pub(crate) fn post_err(&self, e: EqErrEntry) {
-        self.q.with(|q| q.push_err(e));
-        if let Some(w) = &self.waiter {
-            w.signal();
-        }
-    }
-
-    fn progress(&self) {
-        if !<S::Progress as Progress>::AUTO {
-            if let Some(d) = &self.fabric_domain {
-                d.progress();
-            }
-        }
-    }
-}
-
 /// An event queue.
 pub struct EventQueue<S: Config> {
     pub(crate) inner: Arc<EqInner<S>>,
+    /// The domain a read progresses under manual progress (none for a fabric's EQ).
+    domain: Option<Arc<DomainInner<S>>>,
 }
 
 impl<S: Config> Clone for EventQueue<S> {
     fn clone(&self) -> Self {
         EventQueue {
             inner: self.inner.clone(),
+            domain: self.domain.clone(),
         }
     }
 }
@@ -72,19 +45,19 @@ impl<S: Config> EventQueue<S> {
         };
         let waiter = Waiter::for_object(attr.wait_obj, wait_set)?;
         Ok(EventQueue {
-            inner: Arc::new(EqInner {
-                fabric_domain: domain,
-                q: LockOf::<S, _>::new(EqQueue::new(size)),
-                waiter,
-                writable: attr.flags & FI_WRITE != 0,
-            }),
+            inner: Arc::new(EqInner::new(size, waiter, attr.flags & FI_WRITE != 0)),
+            domain,
         })
     }
 
     /// `fi_eq_read`: the next event; `peek` leaves it queued. `Err(Again)` when empty,
     /// `Err(Avail)` when an error event waits for [`EventQueue::read_err`].
     pub fn read(&self, peek: bool) -> Result<EqEntry> {
-        self.inner.progress();
+        if !<S::Progress as Progress>::AUTO {
+            if let Some(d) = &self.domain {
+                d.progress();
+            }
+        }
         self.inner.q.with(|q| q.read(peek))
     }
 

@@ -404,7 +404,7 @@ pub fn core_candidate(
             comp_order: Order::STRICT,
             inject_size,
             size: 1024,
-            iov_limit: crate::mem::IOV_LIMIT,
+            iov_limit: crate::limits::IOV_LIMIT,
             rma_iov_limit: 1,
             ..TxAttr::default()
         },
@@ -413,7 +413,7 @@ pub fn core_candidate(
             msg_order: Order::STRICT,
             comp_order: Order::STRICT,
             size: 1024,
-            iov_limit: crate::mem::IOV_LIMIT,
+            iov_limit: crate::limits::IOV_LIMIT,
             ..RxAttr::default()
         },
         ep_attr: EpAttr {

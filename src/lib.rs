@@ -57,57 +57,64 @@
 //!   (messages, tagged messages, RMA, atomics, triggered operations), [`cq`],
 //!   [`cntr`], [`eq`], [`av`], [`mr`] and [`wait`] (wait and poll sets); [`prelude`]
 //!   brings them in. [`config`] holds the five parameters of a [`Stack`].
-//! - **The engine every provider shares**, below them: matching of receives
-//!   ([`matching`]), the completion rings ([`ring`], formats in [`cq_format`]), the AV
-//!   and MR tables ([`av_table`], [`mr_table`]), the atomic kernels ([`atomic`]),
-//!   target-side handling of RMA and atomics, acknowledgements, fences, triggers and
-//!   cancel (inside [`endpoint`]), and raw views of user and registered memory
-//!   ([`mem`], which owns that `unsafe`). Locks come from the threading level
-//!   ([`lock`]: none at all for `ThreadDomain`).
+//! - **The engine every provider shares**, below them and crate-private: matching
+//!   of receives, the completion rings (formats in [`cq_format`]), the AV and MR
+//!   tables, target-side handling of RMA and atomics, acknowledgements, fences,
+//!   triggers and cancel, and progress. It uses the atomic kernels ([`atomic`]) and raw
+//!   views of user and registered memory ([`mem`], which owns that `unsafe`). Locks
+//!   come from the threading level (none at all for `ThreadDomain`).
 //! - **The provider contract**, at the bottom: [`provider`] ([`Provider`], the
 //!   per-endpoint [`Transport`] that moves packets, resolves addresses and may offer
-//!   initiator-side direct access) and [`wire`] (the packet header). A provider is a
+//!   initiator-side direct access) and [`provider::wire`] (the packet header). A provider is a
 //!   transport; everything semantic above is the engine's, so every provider inherits
 //!   the conformance suite. The providers live in their own crates (`fabric-loopback`,
 //!   `fabric-shm`).
 //!
-//! The module tree does not yet keep these layers apart in every import (some
-//! object modules reach into each other); the map of where it is heading is the
-//! project's design document.
+//! The module tree keeps these layers apart: a module imports only from layers below
+//! it, and modules of one directory import each other without cycles
+//! (`tests/layers.rs` checks both).
 #![deny(unsafe_code)]
 
+// The vocabulary: numbers, flags and attribute types everything else speaks.
 pub mod attr;
 pub mod error;
 pub mod flags;
+pub mod limits;
+pub(crate) mod lock;
 pub mod types;
-
-#[allow(unsafe_code)]
-pub mod atomic;
-pub mod av;
-pub mod av_table;
-pub mod av_type;
-pub mod cntr;
-pub mod config;
-pub mod cq;
-pub mod cq_format;
-pub mod domain;
-pub mod dynamic;
-pub mod endpoint;
-pub mod eq;
-pub mod eventq;
-pub mod info;
-pub mod lock;
-pub mod matching;
-pub mod mem;
-pub mod mr;
-pub mod mr_table;
-mod progress_thread;
-pub mod provider;
-pub mod ring;
-pub mod wait;
 #[allow(unsafe_code)]
 pub mod waitobj;
-pub mod wire;
+
+// Atomic operations: the types of the API and the kernels both sides apply.
+#[allow(unsafe_code)]
+pub mod atomic;
+
+// What a stack is made of: getinfo's data, the provider contract (with the wire
+// format), and the type parameters.
+pub mod av_type;
+pub mod config;
+pub mod cq_format;
+pub mod info;
+pub mod provider;
+
+// Memory access primitives shared by the engine and the providers.
+pub mod mem;
+
+// The engine (crate-private): matching, tables, endpoint cores, progress.
+mod engine;
+
+// The API, named after libfabric's man pages.
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod domain;
+pub mod endpoint;
+pub mod eq;
+pub mod mr;
+pub mod wait;
+
+// Run-time provider choice over the static stacks.
+pub mod dynamic;
 
 pub use atomic::{AtomicClass, AtomicOp, Datatype};
 pub use av::AddressVector;
@@ -117,7 +124,7 @@ pub use config::{
     Auto, Config, DefaultStack, Manual, Progress, SafeStack, Stack, ThreadCompletion, ThreadDomain,
     ThreadEndpoint, ThreadSafe, Threading,
 };
-pub use cq::Cq;
+pub use cq::{Cq, CqErrEntry};
 pub use cq_format::{
     Completion, CqContext, CqData, CqDataEntry, CqEntry, CqFormat, CqMsg, CqMsgEntry, CqTagged,
     CqTaggedEntry,
@@ -127,13 +134,11 @@ pub use endpoint::{
     AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, RmaIov, RmaMsg, RmaMsgMut, RxContext,
     ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,
 };
-pub use eq::EventQueue;
+pub use eq::{EqEntry, EqErrEntry, EqEvent, EventQueue};
 pub use error::{Error, Result};
-pub use eventq::{EqEntry, EqErrEntry, EqEvent};
 pub use info::{Hints, Info};
 pub use mr::{MemoryRegion, MrDesc};
 pub use provider::{Fits, InjectFits, NoPull, Payload, Provider, Pull, Sink, Transport};
-pub use ring::CqErrEntry;
 pub use types::{Context, FiAddr, MrKey};
 pub use wait::{trywait, PollSet, WaitSet, Waitable};
 

@@ -11,10 +11,8 @@ use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::atomic;
 use crate::error::{Error, Result};
+use crate::limits::IOV_LIMIT;
 use crate::provider::{Payload, Pull};
-
-/// Most scatter-gather entries per operation (`iov_limit`).
-pub const IOV_LIMIT: usize = 4;
 
 /// A list of up to [`IOV_LIMIT`] raw writable buffers, stored inline (no allocation).
 #[derive(Debug, Clone, Copy, Default)]

@@ -11,23 +11,16 @@ use core::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::attr::MrAttr;
-use crate::cntr::{CntrInner, Counter};
+use crate::cntr::Counter;
 use crate::config::Config;
-use crate::domain::DomainInner;
+use crate::endpoint::Endpoint;
+use crate::engine::mr::{MrUser, Segment};
+use crate::engine::shared::Shared;
 use crate::error::{Error, Result};
 use crate::flags::{BindFlags, MrAccess, MrMode};
 use crate::lock::Lock;
 use crate::mem;
-use crate::mr_table::Segment;
 use crate::types::MrKey;
-
-/// What the core attaches to each registration.
-pub(crate) struct MrUser<S: Config> {
-    pub(crate) cntr: Option<Arc<CntrInner<S>>>,
-    pub(crate) cntr_flags: BindFlags,
-    /// With `FI_MR_ENDPOINT`: the only endpoint through which peers may access it.
-    pub(crate) ep: Option<usize>,
-}
 
 /// A local descriptor (`fi_mr_desc`), passed with buffers in `FI_MR_LOCAL` domains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,7 +28,7 @@ pub struct MrDesc(pub MrKey);
 
 /// A registered memory region borrowing its memory for `'a`.
 pub struct MemoryRegion<'a, S: Config> {
-    domain: Arc<DomainInner<S>>,
+    domain: Arc<Shared<S>>,
     key: MrKey,
     base: usize,
     len: usize,
@@ -44,7 +37,7 @@ pub struct MemoryRegion<'a, S: Config> {
 
 impl<'a, S: Config> MemoryRegion<'a, S> {
     pub(crate) fn register(
-        domain: &Arc<DomainInner<S>>,
+        domain: &Arc<Shared<S>>,
         bufs: Vec<&'a mut [u8]>,
         attr: &MrAttr,
     ) -> Result<Self> {
@@ -133,8 +126,8 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
 
     /// `fi_mr_bind` to an endpoint (`FI_MR_ENDPOINT` domains): only peers addressing
     /// that endpoint may access the region.
-    pub fn bind_ep(&self, ep: &crate::endpoint::Endpoint<S>) -> Result<()> {
-        let id = ep.ep() as *const crate::endpoint::EpInner<S> as usize;
+    pub fn bind_ep(&self, ep: &Endpoint<S>) -> Result<()> {
+        let id = ep.id();
         self.domain.mr.with(|t| {
             let e = t.get_mut(self.key).ok_or(Error::Inval)?;
             e.user_mut().ep = Some(id);

@@ -8,6 +8,7 @@ use crate::attr::{WaitAttr, WaitObj};
 use crate::cntr::Counter;
 use crate::config::{Config, LockOf, Progress};
 use crate::cq::Cq;
+use crate::engine::DomainInner;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::types::Context;
@@ -74,10 +75,10 @@ impl<S: Config> Member<S> {
         }
     }
 
-    fn domain(&self) -> &Arc<crate::domain::DomainInner<S>> {
+    fn domain(&self) -> &Arc<DomainInner<S>> {
         match self {
-            Member::Cq(c) => &c.inner.domain,
-            Member::Cntr(c, _) => &c.inner.domain,
+            Member::Cq(c) => &c.domain,
+            Member::Cntr(c, _) => &c.domain,
         }
     }
 }
@@ -152,12 +153,12 @@ impl<S: Config> WaitSet<S> {
 
 /// A poll set: reports which of its CQs and counters have events.
 pub struct PollSet<S: Config> {
-    domain: Arc<crate::domain::DomainInner<S>>,
+    domain: Arc<DomainInner<S>>,
     members: LockOf<S, Vec<(Context, Member<S>)>>,
 }
 
 impl<S: Config> PollSet<S> {
-    pub(crate) fn new(domain: Arc<crate::domain::DomainInner<S>>) -> Self {
+    pub(crate) fn new(domain: Arc<DomainInner<S>>) -> Self {
         PollSet {
             domain,
             members: LockOf::<S, _>::new(Vec::new()),

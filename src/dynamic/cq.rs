@@ -12,13 +12,13 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crate::attr::CqFormatKind;
+use crate::cq::CqErrEntry;
 use crate::cq_format::{
     Completion, CqContext, CqData, CqDataEntry, CqEntry, CqFormat, CqMsg, CqMsgEntry, CqTagged,
     CqTaggedEntry,
 };
 use crate::error::{Error, Result};
 use crate::flags::CqFlags;
-use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
 use crate::wait::Waitable;
 

@@ -20,8 +20,8 @@ use crate::attr::{AvAttr, CntrAttr, CqAttr, EqAttr, MrAttr, PollAttr, WaitAttr};
 use crate::endpoint::{
     AtomicMsg, EpOpt, EpOptName, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut,
 };
+use crate::eq::{EqEntry, EqErrEntry};
 use crate::error::Result;
-use crate::eventq::{EqEntry, EqErrEntry};
 use crate::flags::{BindFlags, MrAccess, OpFlags};
 use crate::info::Info;
 use crate::mr::MrDesc;

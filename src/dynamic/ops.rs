@@ -27,6 +27,7 @@ use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::config::Config;
 use crate::cq::Cq;
+use crate::cq::CqErrEntry;
 use crate::cq_format::{Completion, CqFormat};
 use crate::domain::{Domain, Fabric};
 use crate::endpoint::{
@@ -34,12 +35,11 @@ use crate::endpoint::{
     ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,
 };
 use crate::eq::EventQueue;
+use crate::eq::{EqEntry, EqErrEntry};
 use crate::error::{Error, Result};
-use crate::eventq::{EqEntry, EqErrEntry};
 use crate::flags::{BindFlags, MrAccess, OpFlags};
 use crate::info::Info;
 use crate::mr::{MemoryRegion, MrDesc};
-use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr, MrKey};
 use crate::wait::{PollSet, WaitSet, Waitable};
 

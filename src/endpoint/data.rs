@@ -9,16 +9,16 @@
 use crate::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use crate::cntr::Counter;
 use crate::config::Config;
+use crate::engine::endpoint::{OwnedTx, RmaIov, RxReq, TxReq};
+use crate::engine::trigger::{Deferred, DeferredOp};
 use crate::error::{Error, Result};
 use crate::flags::OpFlags;
-use crate::lock::Lock;
 use crate::mem::RawIov;
+use crate::provider::wire::{Op, HDR_COMPARE, HDR_FETCH};
 use crate::provider::InjectFits;
 use crate::types::{Context, FiAddr, MrKey};
-use crate::wire::{Op, HDR_COMPARE, HDR_FETCH};
 
-use super::owned::{OwnedTx, RmaIov, RxReq, TxReq};
-use super::{Deferred, DeferredOp, Endpoint, RxContext, TxContext};
+use super::{Endpoint, RxContext, TxContext};
 
 /// `struct fi_msg` for sends (`fi_sendmsg`, `fi_tsendmsg` use [`TaggedMsg`]).
 #[derive(Debug, Clone, Copy)]
@@ -167,7 +167,7 @@ fn atomic_len(
     } else {
         operand
     };
-    if n == 0 || !n.is_multiple_of(size) || n > crate::domain::MAX_ATOMIC_SIZE {
+    if n == 0 || !n.is_multiple_of(size) || n > crate::limits::MAX_ATOMIC_SIZE {
         return Err(Error::Inval);
     }
     if (class == AtomicClass::Compare && compare != n)
@@ -946,7 +946,7 @@ macro_rules! tx_calls {
                     AtomicClass::Base,
                     op,
                     datatype,
-                    crate::domain::MAX_ATOMIC_SIZE,
+                    crate::limits::MAX_ATOMIC_SIZE,
                 )
             }
             /// `fi_fetch_atomicvalid`.
@@ -955,7 +955,7 @@ macro_rules! tx_calls {
                     AtomicClass::Fetch,
                     op,
                     datatype,
-                    crate::domain::MAX_ATOMIC_SIZE,
+                    crate::limits::MAX_ATOMIC_SIZE,
                 )
             }
             /// `fi_compare_atomicvalid`.
@@ -964,7 +964,7 @@ macro_rules! tx_calls {
                     AtomicClass::Compare,
                     op,
                     datatype,
-                    crate::domain::MAX_ATOMIC_SIZE,
+                    crate::limits::MAX_ATOMIC_SIZE,
                 )
             }
             /// A triggered send (`fi_tsendmsg`/`fi_sendmsg` with `FI_TRIGGER`): the
@@ -1026,18 +1026,17 @@ macro_rules! tx_calls {
                 threshold: u64,
             ) -> Result<()> {
                 let ep = self.arc();
-                if !std::sync::Arc::ptr_eq(&ep.domain, &cntr.inner.domain) {
+                if !std::sync::Arc::ptr_eq(&ep.domain, &cntr.domain.shared) {
                     return Err(Error::Domain);
                 }
                 let d = Deferred {
+                    cntr: cntr.inner.clone(),
                     threshold,
                     ep,
                     idx: self.txi(),
                     op: DeferredOp::Tx(OwnedTx::from_req(r, flags & !OpFlags::TRIGGER)),
                 };
-                cntr.inner.triggers.with(|t| t.push(d));
-                cntr.inner.domain.add_trigger_cntr(&cntr.inner);
-                cntr.inner.domain.run_triggers();
+                cntr.domain.defer(d);
                 Ok(())
             }
         }
@@ -1188,14 +1187,13 @@ macro_rules! rx_calls {
                 };
                 let ep = self.arc();
                 let d = Deferred {
+                    cntr: cntr.inner.clone(),
                     threshold,
                     ep,
                     idx: self.rxi(),
                     op: DeferredOp::Rx(r, flags & !OpFlags::TRIGGER),
                 };
-                cntr.inner.triggers.with(|t| t.push(d));
-                cntr.inner.domain.add_trigger_cntr(&cntr.inner);
-                cntr.inner.domain.run_triggers();
+                cntr.domain.defer(d);
                 Ok(())
             }
         }

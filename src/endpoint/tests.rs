@@ -20,9 +20,9 @@ use crate::attr::{
 use crate::flags::{BindFlags, Caps, CqFlags, Mode, MrAccess, MrMode, OpFlags, Order};
 use crate::lock::Lock;
 use crate::prelude::*;
+use crate::provider::wire::{Header, Op};
 use crate::provider::{Payload, Pull};
 use crate::waitobj::Waiter;
-use crate::wire::{Header, Op};
 use crate::AtomicClass;
 
 /// Payload bytes kept at the sender. Bytes at offsets `fail_at..` are lost (the
@@ -241,7 +241,7 @@ impl Provider for Far {
                 comp_order: Order::STRICT,
                 inject_size: 64,
                 size: 64,
-                iov_limit: crate::mem::IOV_LIMIT,
+                iov_limit: crate::limits::IOV_LIMIT,
                 rma_iov_limit: 1,
                 ..TxAttr::default()
             },
@@ -250,7 +250,7 @@ impl Provider for Far {
                 msg_order: Order::STRICT,
                 comp_order: Order::STRICT,
                 size: 64,
-                iov_limit: crate::mem::IOV_LIMIT,
+                iov_limit: crate::limits::IOV_LIMIT,
                 ..RxAttr::default()
             },
             ep_attr: EpAttr {
@@ -1107,9 +1107,9 @@ fn forged_atomic_requests_are_answered_with_errors() {
         let mr = b.domain.mr_reg(&mut mem, &mr_attr(0x90)).unwrap();
         let one = 1u64.to_le_bytes();
         for (i, (aux, flags, want)) in [
-            (crate::domain::MAX_ATOMIC_SIZE as u32 + 8, 0, Error::MsgSize),
+            (crate::limits::MAX_ATOMIC_SIZE as u32 + 8, 0, Error::MsgSize),
             (u32::MAX, 0, Error::MsgSize),
-            (8, crate::wire::HDR_COMPARE, Error::Inval),
+            (8, crate::provider::wire::HDR_COMPARE, Error::Inval),
         ]
         .into_iter()
         .enumerate()

@@ -34,8 +34,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::attr::EpType;
+use fabric::provider::wire::{Header, Op};
 use fabric::waitobj::Waiter;
-use fabric::wire::{Header, Op};
 use fabric::{Error, Info, NoPull, Payload, Provider, Result, Transport};
 
 use ring::{Consumer, Drained, Producer};

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fabric::wire::Header;
+use fabric::provider::wire::Header;
 use fabric::{NoPull, Payload};
 
 use crate::NAME_LEN;

@@ -31,7 +31,9 @@
 //! Every value comes from another process and is validated here: [`parse`] never
 //! panics and never yields a length or offset outside the cells it was given.
 
-use fabric::wire::{Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use fabric::provider::wire::{
+    Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
+};
 use fabric::{Error, Result};
 use zerocopy::FromBytes;
 

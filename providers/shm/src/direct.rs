@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
-use fabric::domain::MAX_ATOMIC_SIZE;
 use fabric::flags::MrAccess;
+use fabric::limits::MAX_ATOMIC_SIZE;
 use fabric::provider::{Direct, DirectOp, DirectReq};
 use fabric::{Error, Result};
 

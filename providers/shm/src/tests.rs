@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_REMOTE_CQ_DATA};
+use fabric::provider::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_REMOTE_CQ_DATA};
 use fabric::{Error, Payload, Provider, Pull, Transport};
 use proptest::prelude::*;
 
@@ -928,7 +928,7 @@ fn atomic_requests_and_responses_travel_short() {
 fn fetch_add(tx_idx: u16, req: u64) -> Header {
     Header {
         op: Op::Atomic as u8,
-        flags: fabric::wire::HDR_FETCH,
+        flags: fabric::provider::wire::HDR_FETCH,
         atomic_op: 3,
         datatype: 9,
         tx_idx,

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 #[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 
-use fabric::wire::Op;
+use fabric::provider::wire::Op;
 use rustc_hash::FxHashMap;
 
 /// Slots of the direct-mapped table: the core's default transmit queue depth, so one

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fabric::provider::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
-use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
@@ -742,7 +742,7 @@ fn write_packet(
             },
             rx_idx: 0,
             tag: hdr.tag,
-            data: (hdr.flags & fabric::wire::HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data),
+            data: (hdr.flags & fabric::provider::wire::HDR_REMOTE_CQ_DATA != 0).then_some(hdr.data),
             len,
         };
         return write_compact(ch, &m, parts, reserve);

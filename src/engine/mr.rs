@@ -21,11 +21,16 @@ use core::fmt;
 use core::hash::{BuildHasher, Hasher};
 use core::iter::FusedIterator;
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::flags::{MrAccess, MrMode};
+use crate::flags::{BindFlags, MrAccess, MrMode};
 use crate::types::{MrKey, KEY_NOTAVAIL};
+
+use super::cntr::CntrInner;
 
 /// One contiguous piece of registered memory: start address (as `usize`) and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -497,6 +502,14 @@ impl Iterator for Chunks<'_> {
 }
 
 impl FusedIterator for Chunks<'_> {}
+
+/// What the core attaches to each registration.
+pub(crate) struct MrUser<S: Config> {
+    pub(crate) cntr: Option<Arc<CntrInner<S>>>,
+    pub(crate) cntr_flags: BindFlags,
+    /// With `FI_MR_ENDPOINT`: the only endpoint through which peers may access it.
+    pub(crate) ep: Option<usize>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,8 @@ use crate::error::Error;
 use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
+use crate::provider::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 use crate::provider::{Payload, Provider, Pull, Transport};
-use crate::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
 
 use super::EpInner;
 
@@ -21,7 +21,7 @@ const SMALL_ATOMIC: usize = 64;
 
 impl<S: Config> EpInner<S> {
     /// A region bound to another endpoint (`FI_MR_ENDPOINT`) is not reachable here.
-    fn bound_here(&self, user: &crate::mr::MrUser<S>) -> Result<(), Error> {
+    fn bound_here(&self, user: &crate::engine::mr::MrUser<S>) -> Result<(), Error> {
         match user.ep {
             Some(id) if id != self as *const Self as usize => Err(Error::Access),
             _ => Ok(()),
@@ -182,7 +182,7 @@ impl<S: Config> EpInner<S> {
     #[cold]
     #[inline(never)]
     fn on_atomic_long<R: Pull>(&self, hdr: &Header, src_name: &[u8], payload: Payload<'_, R>) {
-        let mut large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
+        let mut large = [0u8; crate::limits::MAX_ATOMIC_SIZE];
         let n = hdr.aux as usize;
         // Longer than the limit: `atomic_apply` answers `FI_EMSGSIZE` without
         // touching the (then empty) buffer.
@@ -254,7 +254,7 @@ impl<S: Config> EpInner<S> {
             AtomicClass::Base
         };
         let n = hdr.aux as usize;
-        if n > crate::domain::MAX_ATOMIC_SIZE {
+        if n > crate::limits::MAX_ATOMIC_SIZE {
             return Err(Error::MsgSize);
         }
         let (operand, compare) = match class {

@@ -1,14 +1,15 @@
 //! The progress thread of [`Auto`](crate::Auto) progress.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::Ordering;
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::domain::{WeakDomain, AUTO_IDLE};
 use crate::error::Result;
 
-struct SendWeak<S: Config>(WeakDomain<S>);
+use super::{DomainInner, AUTO_IDLE};
+
+struct SendWeak<S: Config>(Weak<DomainInner<S>>);
 
 // SAFETY: a progress thread is only spawned for `Auto` stacks, whose lock family is
 // `Locked` (see `Progress::Locks` for `Auto`): every piece of mutable state reachable
@@ -22,7 +23,7 @@ unsafe impl<S: Config> Send for SendWeak<S> {}
 const AUTO_SPIN: Duration = Duration::from_micros(50);
 
 /// Spawns the thread; it exits by itself once the domain is gone.
-pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
+pub(crate) fn spawn<S: Config>(domain: Weak<DomainInner<S>>) -> Result<()> {
     let w = SendWeak(domain);
     std::thread::Builder::new()
         .name("fabric-progress".into())
@@ -31,9 +32,9 @@ pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
             let mut last_work = Instant::now();
             loop {
                 let Some(d) = w.0.upgrade() else { break };
-                let token = d.doorbell.prepare();
+                let token = d.shared.doorbell.prepare();
                 let n = d.progress();
-                if n != 0 || d.has_trig.load(Ordering::Acquire) {
+                if n != 0 || d.has_triggers() {
                     last_work = Instant::now();
                 } else if last_work.elapsed() < AUTO_SPIN {
                     // Traffic tends to come in bursts, and a peer in another process
@@ -48,7 +49,7 @@ pub(crate) fn spawn<S: Config>(domain: WeakDomain<S>) -> Result<()> {
                         last_work = Instant::now();
                         continue;
                     }
-                    let _ = d.doorbell.wait(token, Some(AUTO_IDLE));
+                    let _ = d.shared.doorbell.wait(token, Some(AUTO_IDLE));
                 }
             }
         })

@@ -18,12 +18,19 @@
 use core::fmt;
 use core::marker::PhantomData;
 
+use std::sync::{Arc, Weak};
+
 use rustc_hash::FxHashMap;
 
 use crate::attr::AvKind;
 use crate::av_type::AvType;
+use crate::config::{Config, LockOf};
 use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::provider::Provider;
 use crate::types::FiAddr;
+
+use super::eq::EqInner;
 
 /// Upper bound on what `count_hint` may preallocate: the hint comes from the
 /// application's `fi_av_attr::count` and must not turn into a giant allocation.
@@ -283,6 +290,50 @@ impl<V: fmt::Debug, A: AvType> fmt::Debug for AvTable<V, A> {
         m.finish()
     }
 }
+
+pub(crate) type Peer<S> = <<S as Config>::Provider as Provider>::Peer;
+
+pub(crate) struct AvState<S: Config> {
+    pub(crate) table: AvTable<Peer<S>, S::Av>,
+    pub(crate) eq: Option<Arc<EqInner<S>>>,
+}
+
+pub(crate) struct AvInner<S: Config> {
+    pub(crate) state: LockOf<S, AvState<S>>,
+    pub(crate) rx_ctx_bits: u32,
+    pub(crate) name: Option<String>,
+    pub(crate) async_events: bool,
+}
+
+impl<S: Config> AvInner<S> {
+    /// Resolves `addr` (rx bits included) and runs `f` on the peer and the rx index.
+    #[inline]
+    pub(crate) fn with_peer<R>(
+        &self,
+        addr: FiAddr,
+        f: impl FnOnce(&Peer<S>, u32) -> Result<R>,
+    ) -> Result<R> {
+        let (base, rx) = addr.split_rx(self.rx_ctx_bits);
+        // Forced inline, as the callers' `f`: the fast send path runs through here.
+        self.state.with(
+            #[inline(always)]
+            |st| {
+                let peer = st.table.get(base)?;
+                f(peer, rx)
+            },
+        )
+    }
+
+    /// The address of the peer with raw address `name`, for `FI_SOURCE`.
+    #[inline]
+    pub(crate) fn reverse(&self, name: &[u8]) -> FiAddr {
+        self.state
+            .with(|st| st.table.reverse(name).unwrap_or(FiAddr::NOTAVAIL))
+    }
+}
+
+/// A fabric's named (shared) AVs.
+pub(crate) type NamedAvs<S> = Vec<(String, Weak<AvInner<S>>)>;
 
 #[cfg(test)]
 mod tests {

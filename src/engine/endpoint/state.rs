@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
-use crate::av::AvInner;
-use crate::cntr::CntrInner;
 use crate::config::{Config, LockOf};
-use crate::cq::CqInner;
+use crate::engine::av::AvInner;
+use crate::engine::cntr::CntrInner;
+use crate::engine::cq::CqInner;
+use crate::engine::matching::Matcher;
 use crate::flags::{Caps, CqFlags};
 use crate::lock::Lock;
-use crate::matching::Matcher;
 use crate::mem::RawIov;
 use crate::types::{Context, FiAddr};
 
-use super::owned::OwnedTx;
+use super::owned::{CntrKind, OwnedTx};
 
 /// Default transmit/receive queue depth.
 pub const DEFAULT_QUEUE_SIZE: usize = 1024;
@@ -40,14 +40,6 @@ impl Pending {
         want: false,
         cntr: CntrKind::Send,
     };
-}
-
-/// Which transmit counter an operation increments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CntrKind {
-    Send,
-    Read,
-    Write,
 }
 
 /// Fixed-capacity table of pending operations; ids carry a generation so a stale or

@@ -149,7 +149,7 @@ impl Eager {
     /// [`Transport::send`]: crate::provider::Transport::send
     ///
     /// ```
-    /// use fabric::wire::{Eager, Op, HDR_REMOTE_CQ_DATA};
+    /// use fabric::provider::wire::{Eager, Op, HDR_REMOTE_CQ_DATA};
     ///
     /// let m = Eager { op: Op::Tagged, rx_idx: 0, tag: 7, data: Some(9), len: 8 };
     /// let h = m.header();
@@ -210,7 +210,7 @@ impl Response {
     /// [`Transport::send`](crate::provider::Transport::send) takes it.
     ///
     /// ```
-    /// use fabric::wire::{Op, Response};
+    /// use fabric::provider::wire::{Op, Response};
     ///
     /// let r = Response { op: Op::AtomicResp, tx_idx: 2, req: 9, status: 0 };
     /// let h = r.header(8);

@@ -1,4 +1,4 @@
-//! Event-queue storage (`man 3 fi_eq`).
+//! The state behind every event queue (`man 3 fi_eq`).
 //!
 //! [`EqQueue`] holds control events (connection management, asynchronous MR and AV
 //! completions, ...) in a bounded FIFO, and error events in a separate FIFO that
@@ -6,9 +6,13 @@
 //! tuned for the data path.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use crate::config::{Config, LockOf};
 use crate::error::{Error, Result};
+use crate::lock::Lock;
 use crate::types::Context;
+use crate::waitobj::Waiter;
 
 /// The event type of an EQ entry (`FI_NOTIFY`, `FI_CONNREQ`, ...), with libfabric's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,6 +174,38 @@ impl EqQueue {
     #[inline]
     pub fn err_len(&self) -> usize {
         self.errs.len()
+    }
+}
+
+pub(crate) struct EqInner<S: Config> {
+    pub(crate) q: LockOf<S, EqQueue>,
+    pub(crate) waiter: Option<Arc<Waiter>>,
+    pub(crate) writable: bool,
+}
+
+impl<S: Config> EqInner<S> {
+    /// An EQ of `size` events; `writable`: the application may insert events.
+    pub(crate) fn new(size: usize, waiter: Option<Arc<Waiter>>, writable: bool) -> Self {
+        EqInner {
+            q: LockOf::<S, _>::new(EqQueue::new(size)),
+            waiter,
+            writable,
+        }
+    }
+
+    pub(crate) fn post(&self, e: EqEntry) -> Result<()> {
+        self.q.with(|q| q.push(e))?;
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn post_err(&self, e: EqErrEntry) {
+        self.q.with(|q| q.push_err(e));
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
     }
 }
 

@@ -3,21 +3,22 @@
 
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
-use crate::cq::Reader;
 use crate::cq_format::Completion;
+use crate::engine::cq::CqErrEntry;
+use crate::engine::cq::Reader;
 use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
+use crate::limits::IOV_LIMIT;
 use crate::lock::Lock;
-use crate::mem::{RawIov, IOV_LIMIT};
-use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
-use crate::ring::CqErrEntry;
-use crate::types::{Context, FiAddr};
-use crate::wire::{
+use crate::mem::RawIov;
+use crate::provider::wire::{
     Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
 };
+use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
+use crate::types::{Context, FiAddr};
 
-use super::owned::{OwnedTx, RmaIov, TxReq};
-use super::state::{CntrKind, Pending, TxState};
+use super::owned::{completion_kind, CntrKind, OwnedTx, RmaIov, TxReq};
+use super::state::{Pending, TxState};
 use super::{EpInner, TransportOf};
 
 impl<S: Config> EpInner<S> {
@@ -878,7 +879,10 @@ impl<S: Config> TxState<S> {
     }
 
     #[inline]
-    pub(crate) fn cntr(&self, k: CntrKind) -> Option<&std::sync::Arc<crate::cntr::CntrInner<S>>> {
+    pub(crate) fn cntr(
+        &self,
+        k: CntrKind,
+    ) -> Option<&std::sync::Arc<crate::engine::cntr::CntrInner<S>>> {
         match k {
             CntrKind::Send => self.cntr_send.as_ref(),
             CntrKind::Read => self.cntr_read.as_ref(),
@@ -1001,20 +1005,6 @@ fn payload_len_of(iov: &[&[u8]]) -> usize {
         [] => 0,
         [one] => one.len(),
         many => many.iter().map(|s| s.len()).sum(),
-    }
-}
-
-#[inline]
-pub(crate) fn completion_kind(r: &TxReq<'_>) -> (CqFlags, CntrKind) {
-    match r.op {
-        Op::Tagged => (CqFlags::SEND | CqFlags::TAGGED, CntrKind::Send),
-        Op::Write => (CqFlags::RMA | CqFlags::WRITE, CntrKind::Write),
-        Op::ReadReq => (CqFlags::RMA | CqFlags::READ, CntrKind::Read),
-        Op::Atomic if r.atomic.2 & (HDR_FETCH | HDR_COMPARE) != 0 => {
-            (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read)
-        }
-        Op::Atomic => (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write),
-        _ => (CqFlags::SEND | CqFlags::MSG, CntrKind::Send),
     }
 }
 

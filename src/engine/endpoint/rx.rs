@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
-use crate::cntr::CntrInner;
 use crate::config::Config;
-use crate::cq::Reader;
 use crate::cq_format::Completion;
+use crate::engine::cntr::CntrInner;
+use crate::engine::cq::CqErrEntry;
+use crate::engine::cq::Reader;
+use crate::engine::eq::EqErrEntry;
+use crate::engine::matching::Matcher;
 use crate::error::{Error, Result};
-use crate::eventq::EqErrEntry;
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
-use crate::matching::Matcher;
+use crate::provider::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
-use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
-use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
 
 use super::owned::RxReq;
 use super::state::{Bindings, PostedRecv, RxCtx, RxState, Unexp};

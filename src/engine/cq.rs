@@ -1,4 +1,5 @@
-//! The completion-queue ring behind every CQ (`man 3 fi_cq`).
+//! The state behind every CQ (`man 3 fi_cq`): the ring, the overflow kept under
+//! resource management, and the read under way that receives may complete into.
 //!
 //! [`CqRing`] is a fixed-capacity FIFO of completion entries plus their source
 //! addresses, allocated once at creation; [`push`](CqRing::push) and
@@ -11,10 +12,19 @@
 //! not touch the address array at all.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use crate::attr::{CqWaitCond, ResourceMgmt};
+use crate::config::{Config, LockOf};
+use crate::cq_format::{Completion, CqFormat};
 use crate::error::{Error, Result};
 use crate::flags::CqFlags;
+use crate::lock::Lock;
 use crate::types::{Context, FiAddr};
+use crate::waitobj::Waiter;
+
+use super::shared::Shared;
 
 /// A CQ error entry (`struct fi_cq_err_entry` without the `err_data` pointer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,6 +315,227 @@ impl<E: Copy> CqRing<E> {
     /// `Err(Error::Again)` when none is pending.
     pub fn read_err(&mut self) -> Result<CqErrEntry> {
         self.errs.pop_front().ok_or(Error::Again)
+    }
+}
+
+pub(crate) type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
+
+pub(crate) struct CqState<S: Config> {
+    pub(crate) ring: CqRing<Entry<S>>,
+    overflow: VecDeque<(Entry<S>, FiAddr)>,
+    pub(crate) overrun: bool,
+}
+
+pub(crate) struct CqInner<S: Config> {
+    /// The domain the CQ belongs to (endpoints bind only their own domain's CQs).
+    pub(crate) shared: Arc<Shared<S>>,
+    pub(crate) state: LockOf<S, CqState<S>>,
+    pub(crate) waiter: Option<Arc<Waiter>>,
+    rm_enabled: bool,
+    pub(crate) wait_cond: CqWaitCond,
+    pub(crate) signaled: AtomicBool,
+    /// Set (under the state lock) while the ring is full or completions wait in
+    /// `overflow`: [`Self::has_room`] reads it without taking the lock, which every
+    /// posted receive and every arriving message asks. A snapshot either way: the lock
+    /// would be released before the caller acts on the answer.
+    full: AtomicBool,
+}
+
+impl<S: Config> CqInner<S> {
+    /// Records a successful completion; `c.src` is also what `fi_cq_readfrom` reports.
+    /// Always inlined: a few stores, smaller than a call's register saves.
+    #[inline(always)]
+    pub(crate) fn complete(&self, c: &Completion) {
+        let src = c.src;
+        let e = <S::Cq as CqFormat>::make(c);
+        self.state.with(|st| {
+            if let Err(e) = st.ring.push(e, src) {
+                if self.rm_enabled {
+                    // Resource management promises no completion is lost: keep it aside
+                    // (rare path) and refuse new work until the application catches up.
+                    st.overflow.push_back((e, src));
+                } else {
+                    st.overrun = true;
+                }
+            }
+            if st.ring.is_full() {
+                self.full.store(true, Ordering::Relaxed);
+            }
+        });
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+    }
+
+    /// [`Self::complete`], or straight into the entries of `rd` when `rd` is a read of
+    /// this CQ in progress, with room left, and nothing queued ahead of the completion
+    /// (no entry, error or overrun): the read then returns it without a trip through
+    /// the ring. Entries keep their order: once one is queued, later ones queue too.
+    #[inline(always)]
+    pub(crate) fn complete_to(&self, c: &Completion, rd: Option<&mut Reader<'_, S>>) {
+        let Some(rd) = rd.filter(|rd| std::ptr::eq(rd.cq, self) && rd.n < rd.room) else {
+            return self.complete(c);
+        };
+        let direct = self.state.with(|st| {
+            if !st.ring.is_empty() || st.ring.has_err() || st.overrun {
+                return false;
+            }
+            rd.out[rd.n] = <S::Cq as CqFormat>::make(c);
+            if let Some(src) = rd.src.as_deref_mut() {
+                src[rd.n] = c.src;
+            }
+            rd.n += 1;
+            true
+        });
+        // Nobody waits for an entry that the reading thread already holds.
+        if !direct {
+            self.complete(c);
+        }
+    }
+
+    /// Records an error completion (never dropped).
+    pub(crate) fn complete_err(&self, e: CqErrEntry) {
+        self.state.with(|st| st.ring.push_err(e));
+        if let Some(w) = &self.waiter {
+            w.signal();
+        }
+    }
+
+    /// Whether new operations may be posted against this CQ (resource management).
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        !self.rm_enabled || !self.full.load(Ordering::Relaxed)
+    }
+
+    /// After a read of a ring that was full: moves kept-aside completions into the
+    /// room made, and clears `full` once there is room for new work.
+    #[cold]
+    fn refill(&self, st: &mut CqState<S>) {
+        while !st.overflow.is_empty() && !st.ring.is_full() {
+            if let Some((e, s)) = st.overflow.pop_front() {
+                // Cannot fail: the ring has room.
+                let _ = st.ring.push(e, s);
+            }
+        }
+        self.full.store(
+            !st.overflow.is_empty() || st.ring.is_full(),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.state
+            .with(|st| st.ring.len() + st.overflow.len() + st.ring.err_len())
+    }
+
+    #[inline]
+    pub(crate) fn read_inner(
+        &self,
+        out: &mut [Entry<S>],
+        src: Option<&mut [FiAddr]>,
+    ) -> Result<usize> {
+        self.state.with(|st| {
+            // The empty poll a busy-polling reader repeats: a few loads, no call.
+            if st.ring.is_empty()
+                && !st.ring.has_err()
+                && !st.overrun
+                && !self.full.load(Ordering::Relaxed)
+            {
+                return Err(Error::Again);
+            }
+            self.read_ring(st, out, src)
+        })
+    }
+
+    /// The rest of [`Self::read_inner`]: entries, a waiting error, an overrun, and the
+    /// refill from the overflow queue.
+    #[inline(never)]
+    fn read_ring(
+        &self,
+        st: &mut CqState<S>,
+        out: &mut [Entry<S>],
+        src: Option<&mut [FiAddr]>,
+    ) -> Result<usize> {
+        if st.overrun {
+            return Err(Error::Overrun);
+        }
+        let r = match src {
+            None => st.ring.read(out),
+            Some(src) => st.ring.read_from(out, src),
+        };
+        if self.full.load(Ordering::Relaxed) {
+            self.refill(st);
+        }
+        r
+    }
+}
+
+/// A [`Cq::read`] (or [`Cq::read_from`]) under way: the caller's entries, which
+/// receives completing for that CQ during the read's own progress pass fill directly
+/// ([`CqInner::complete_to`]).
+pub(crate) struct Reader<'r, S: Config> {
+    /// The CQ read, compared by address only.
+    cq: *const CqInner<S>,
+    out: &'r mut [Entry<S>],
+    src: Option<&'r mut [FiAddr]>,
+    /// Entries `out` (and `src`) can take.
+    room: usize,
+    /// Entries filled so far.
+    n: usize,
+}
+
+impl<'r, S: Config> Reader<'r, S> {
+    /// A read of `cq` into `out` (and `src`), nothing filled yet.
+    #[inline(always)]
+    pub(crate) fn new(
+        cq: &CqInner<S>,
+        out: &'r mut [Entry<S>],
+        src: Option<&'r mut [FiAddr]>,
+    ) -> Self {
+        let room = src.as_ref().map_or(out.len(), |s| s.len().min(out.len()));
+        Reader {
+            cq,
+            out,
+            src,
+            room,
+            n: 0,
+        }
+    }
+
+    /// Entries filled so far.
+    #[inline(always)]
+    pub(crate) fn filled(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the caller's entries are all filled.
+    #[inline(always)]
+    pub(crate) fn full(&self) -> bool {
+        self.n >= self.room
+    }
+}
+
+impl<S: Config> CqInner<S> {
+    /// A CQ of `size` entries in the domain `shared`.
+    pub(crate) fn new(
+        shared: &Arc<Shared<S>>,
+        size: usize,
+        waiter: Option<Arc<Waiter>>,
+        wait_cond: CqWaitCond,
+    ) -> Self {
+        CqInner {
+            shared: shared.clone(),
+            state: LockOf::<S, _>::new(CqState {
+                ring: CqRing::new(size),
+                overflow: VecDeque::new(),
+                overrun: false,
+            }),
+            waiter,
+            rm_enabled: shared.info.domain_attr.resource_mgmt != ResourceMgmt::Disabled,
+            wait_cond,
+            signaled: AtomicBool::new(false),
+            full: AtomicBool::new(false),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! Operations kept for later: behind an `FI_FENCE`, or until a trigger counter fires.
 
-use crate::flags::OpFlags;
+use crate::flags::{CqFlags, OpFlags};
 use crate::mem::RawIov;
+use crate::provider::wire::{Op, HDR_COMPARE, HDR_FETCH};
 use crate::types::{Context, FiAddr};
-use crate::wire::Op;
 
 /// One RMA target segment (`struct fi_rma_iov` / `fi_rma_ioc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,8 +75,8 @@ impl OwnedTx {
     }
 
     /// The completion flags the operation reports.
-    pub(crate) fn completion_flags(&self) -> crate::flags::CqFlags {
-        super::tx::completion_kind(&self.shape()).0
+    pub(crate) fn completion_flags(&self) -> CqFlags {
+        completion_kind(&self.shape()).0
     }
 
     pub(crate) fn from_req(r: &TxReq<'_>, flags: OpFlags) -> OwnedTx {
@@ -105,4 +105,26 @@ pub(crate) struct RxReq {
     pub(crate) ignore: u64,
     pub(crate) ctx: Context,
     pub(crate) tagged: bool,
+}
+
+/// Which transmit counter an operation increments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CntrKind {
+    Send,
+    Read,
+    Write,
+}
+
+#[inline]
+pub(crate) fn completion_kind(r: &TxReq<'_>) -> (CqFlags, CntrKind) {
+    match r.op {
+        Op::Tagged => (CqFlags::SEND | CqFlags::TAGGED, CntrKind::Send),
+        Op::Write => (CqFlags::RMA | CqFlags::WRITE, CntrKind::Write),
+        Op::ReadReq => (CqFlags::RMA | CqFlags::READ, CntrKind::Read),
+        Op::Atomic if r.atomic.2 & (HDR_FETCH | HDR_COMPARE) != 0 => {
+            (CqFlags::ATOMIC | CqFlags::READ, CntrKind::Read)
+        }
+        Op::Atomic => (CqFlags::ATOMIC | CqFlags::WRITE, CntrKind::Write),
+        _ => (CqFlags::SEND | CqFlags::MSG, CntrKind::Send),
+    }
 }

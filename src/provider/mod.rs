@@ -5,6 +5,8 @@
 //! counters, acknowledgements, triggered operations, cancel) lives in the core and is
 //! shared by every provider, so a provider is mostly its transport.
 
+pub mod wire;
+
 use std::sync::Arc;
 
 use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
@@ -13,7 +15,7 @@ use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
-use crate::wire::{Eager, Header, Response};
+use wire::{Eager, Header, Response};
 
 /// A fabric provider (loopback, shm, tcp, udp, ...). Open: providers live in their own crates.
 pub trait Provider: Sized + Send + Sync + 'static {
@@ -158,7 +160,7 @@ pub trait Transport: Send + Sync + 'static {
     /// buffer), so the transport may release the sender's buffer after a consumed
     /// packet. Its [`len`](Pull::len) equals `hdr.len` for every op that carries a
     /// payload. Atomic requests (at most
-    /// [`MAX_ATOMIC_SIZE`](crate::domain::MAX_ATOMIC_SIZE) bytes of operands) are always
+    /// [`MAX_ATOMIC_SIZE`](crate::limits::MAX_ATOMIC_SIZE) bytes of operands) are always
     /// sent [`Payload::Inline`]; the core refuses a remote one with `FI_EIO`.
     fn poll<F: FnMut(&Header, &[u8], Payload<'_, Self::Pull>) -> bool>(
         &self,
@@ -336,7 +338,7 @@ pub struct DirectReq<'a> {
     pub key: u64,
     /// Bytes of target memory accessed: the payload's length for a write, the length
     /// read, an atomic's elements times the datatype's size (a multiple of it, at most
-    /// [`MAX_ATOMIC_SIZE`](crate::domain::MAX_ATOMIC_SIZE)).
+    /// [`MAX_ATOMIC_SIZE`](crate::limits::MAX_ATOMIC_SIZE)).
     pub len: usize,
     /// The write's data or the atomic's operands (`len` bytes together; none for reads
     /// and `FI_ATOMIC_READ`).
