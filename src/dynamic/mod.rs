@@ -25,11 +25,13 @@
 //!
 //! See [`Registry`] for a complete example.
 
+mod choice;
 mod cq;
 mod objects;
 pub mod ops;
 mod registry;
 
+pub use choice::Choice;
 pub use cq::{entry_size, CqBuf, DynCq, DynEntry, DEFAULT_FORMAT};
 pub use objects::{
     DynAv, DynCntr, DynDomain, DynEndpoint, DynEq, DynFabric, DynMr, DynPollSet, DynRxContext,
@@ -40,7 +42,7 @@ pub use ops::{
     RxContextOps, RxOps, ScalableEndpointOps, SharedRxOps, SharedTxOps, TxContextOps, TxOps,
     WaitSetOps,
 };
-pub use registry::{Choice, ProviderFilter, ProviderList, Registry, FI_PROVIDER};
+pub use registry::{ProviderFilter, ProviderList, Registry, FI_PROVIDER};
 
 /// The traits whose methods the dyn objects are used through.
 pub mod prelude {

@@ -28,9 +28,9 @@ use crate::mr::MrDesc;
 use crate::types::{Context, FiAddr, MrKey};
 use crate::wait::Waitable;
 
+use super::choice::Choice;
 use super::cq::DynCq;
 use super::ops::*;
-use super::registry::Choice;
 
 /// A fabric opened from an [`Info`] of [`Registry::getinfo`](super::Registry::getinfo),
 /// backed by the stack the info selects.

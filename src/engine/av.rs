@@ -66,13 +66,13 @@ pub struct AvTable<V, A: AvType> {
     max_slots: usize,
     /// Largest generation that fits below the receive-context bits.
     max_gen: u32,
-    rx_ctx_bits: u32,
     _type: PhantomData<A>,
 }
 
 impl<V, A: AvType> AvTable<V, A> {
     /// An empty table without receive-context bits; `count_hint` (`fi_av_attr::count`)
     /// sizes the initial allocation.
+    #[cfg(test)]
     pub fn new(count_hint: usize) -> Self {
         Self::build(count_hint, 0)
     }
@@ -115,15 +115,8 @@ impl<V, A: AvType> AvTable<V, A> {
             len: 0,
             max_slots: usize::try_from(max_slots).unwrap_or(usize::MAX),
             max_gen,
-            rx_ctx_bits,
             _type: PhantomData,
         }
-    }
-
-    /// The `rx_ctx_bits` the table was created with.
-    #[inline]
-    pub fn rx_ctx_bits(&self) -> u32 {
-        self.rx_ctx_bits
     }
 
     /// Inserts a peer by its raw address bytes (endpoint name) and the provider's
@@ -230,6 +223,7 @@ impl<V, A: AvType> AvTable<V, A> {
 
     /// [`get`](AvTable::get) with mutable access to the provider's value.
     #[inline]
+    #[cfg(test)]
     pub fn get_mut(&mut self, addr: FiAddr) -> Result<&mut V> {
         let slot = self.live_slot(addr).ok_or(Error::AddrNotAvail)?;
         match self.slots[slot].entry.as_mut() {
@@ -266,6 +260,7 @@ impl<V, A: AvType> AvTable<V, A> {
 
     /// Whether the table has no live peers.
     #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

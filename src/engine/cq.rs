@@ -125,6 +125,7 @@ impl<E: Copy + Default> CqRing<E> {
     /// Like [`new`](Self::new), but `Err(Error::Inval)` for a zero capacity and
     /// `Err(Error::NoMem)` if the storage cannot be allocated (e.g. an absurd
     /// `fi_cq_attr::size` from the application).
+    #[cfg(test)]
     pub fn try_new(capacity: usize) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::Inval);
@@ -150,6 +151,7 @@ impl<E: Copy + Default> CqRing<E> {
 impl<E: Copy> CqRing<E> {
     /// Maximum number of (non-error) entries.
     #[inline]
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }

@@ -108,6 +108,7 @@ impl EqQueue {
 
     /// Maximum number of queued (non-error) events.
     #[inline]
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -154,24 +155,28 @@ impl EqQueue {
 
     /// Number of queued (non-error) events.
     #[inline]
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.events.len()
     }
 
     /// True when no (non-error) event is queued; see [`has_err`](Self::has_err).
     #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
     }
 
     /// True while an error event is pending.
     #[inline]
+    #[cfg(test)]
     pub fn has_err(&self) -> bool {
         !self.errs.is_empty()
     }
 
     /// Number of pending error events.
     #[inline]
+    #[cfg(test)]
     pub fn err_len(&self) -> usize {
         self.errs.len()
     }

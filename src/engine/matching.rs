@@ -58,6 +58,7 @@ macro_rules! id_bits {
         impl $t {
             /// Packs the handle into a `u64`, e.g. to store it in a provider's context field.
             #[inline]
+            #[cfg(test)]
             pub const fn to_bits(self) -> u64 {
                 ((self.gen as u64) << 32) | self.idx as u64
             }
@@ -65,6 +66,7 @@ macro_rules! id_bits {
             /// Rebuilds a handle from [`Self::to_bits`]. Any value is accepted; a value that
             /// names no live entry is simply rejected by the matcher's lookups.
             #[inline]
+            #[cfg(test)]
             pub const fn from_bits(bits: u64) -> Self {
                 Self {
                     idx: bits as u32,
@@ -162,6 +164,7 @@ impl<T> Slab<T> {
     }
 
     #[inline]
+    #[cfg(test)]
     fn get_mut(&mut self, idx: u32, gen: u32) -> Option<&mut T> {
         match self.slots.get_mut(idx as usize) {
             Some(s) if s.gen == gen => s.val.as_mut(),
@@ -213,6 +216,7 @@ impl<T> Slab<T> {
 
     /// [`Self::remove`] dropping the value in place: nothing is moved out.
     #[inline]
+    #[cfg(test)]
     fn discard(&mut self, idx: u32, gen: u32) -> bool {
         self.vacate(idx, gen, |_| ()).is_some()
     }
@@ -556,6 +560,7 @@ impl<T> Queue<T> {
 
     /// [`Self::remove`] without moving the value out.
     #[inline]
+    #[cfg(test)]
     fn discard(&mut self, idx: u32, gen: u32) -> bool {
         if !self.detach(idx, gen) {
             return false;
@@ -666,6 +671,7 @@ impl<R, U> Matcher<R, U> {
     /// accepts an incoming message `(tag, src)`. Does not remove it (multi-recv buffers
     /// stay posted).
     #[inline]
+    #[cfg(test)]
     pub fn match_posted(&mut self, tag: u64, src: FiAddr) -> Option<PostedId> {
         let (found, _steps) = self.find_posted(tag, src);
         #[cfg(test)]
@@ -720,6 +726,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Removes the receive behind `id` without returning it; `false` if `id` is stale.
     #[inline]
+    #[cfg(test)]
     pub fn discard_posted(&mut self, id: PostedId) -> bool {
         self.posted.discard(id.idx, id.gen)
     }
@@ -752,18 +759,21 @@ impl<R, U> Matcher<R, U> {
 
     /// The receive behind `id`, or `None` if `id` is stale.
     #[inline]
+    #[cfg(test)]
     pub fn posted(&self, id: PostedId) -> Option<&R> {
         self.posted.slab.get(id.idx, id.gen)
     }
 
     /// Mutable access to the receive behind `id` (e.g. to advance a multi-recv buffer).
     #[inline]
+    #[cfg(test)]
     pub fn posted_mut(&mut self, id: PostedId) -> Option<&mut R> {
         self.posted.slab.get_mut(id.idx, id.gen)
     }
 
     /// The `(tag, ignore, src)` the receive behind `id` was posted with.
     #[inline]
+    #[cfg(test)]
     pub fn posted_meta(&self, id: PostedId) -> Option<(u64, u64, FiAddr)> {
         self.posted
             .slab
@@ -773,6 +783,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Removes the receive behind `id`; `None` if `id` is stale.
     #[inline]
+    #[cfg(test)]
     pub fn remove_posted(&mut self, id: PostedId) -> Option<R> {
         self.posted.remove(id.idx, id.gen)
     }
@@ -865,12 +876,14 @@ impl<R, U> Matcher<R, U> {
 
     /// Mutable access to the message behind `id`.
     #[inline]
+    #[cfg(test)]
     pub fn unexpected_mut(&mut self, id: UnexpectedId) -> Option<&mut U> {
         self.unexpected.slab.get_mut(id.idx, id.gen)
     }
 
     /// The tag and source the message behind `id` arrived with.
     #[inline]
+    #[cfg(test)]
     pub fn unexpected_meta(&self, id: UnexpectedId) -> Option<(u64, FiAddr)> {
         self.unexpected
             .slab
@@ -898,6 +911,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Removes and returns every unexpected message in arrival order. Outstanding
     /// [`UnexpectedId`]s become stale; slots and table capacity are kept.
+    #[cfg(test)]
     pub fn drain_unexpected(&mut self) -> Vec<U> {
         self.unexpected.drain()
     }

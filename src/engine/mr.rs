@@ -66,6 +66,7 @@ pub struct MrEntry<U> {
     pieces: Vec<Piece>,
     access: MrAccess,
     offset: u64,
+    #[cfg(test)]
     len: usize,
     enabled: bool,
     user: U,
@@ -86,18 +87,21 @@ impl<U> MrEntry<U> {
 
     /// Total registered bytes.
     #[inline]
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the region has no bytes.
     #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The owner's data.
     #[inline]
+    #[cfg(test)]
     pub fn user(&self) -> &U {
         &self.user
     }
@@ -118,6 +122,7 @@ impl<U> MrEntry<U> {
     /// Whether remote accesses are accepted (`fi_mr_enable` was called, or the
     /// domain does not require it).
     #[inline]
+    #[cfg(test)]
     pub fn is_enabled(&self) -> bool {
         self.enabled
     }
@@ -173,12 +178,6 @@ impl<U> MrTable<U> {
         }
     }
 
-    /// The domain's memory-registration mode.
-    #[inline]
-    pub fn mode(&self) -> MrMode {
-        self.mode
-    }
-
     /// Registers a region and returns its key.
     ///
     /// `requested_key` is used unless the mode has `FI_MR_PROV_KEY`; a key already
@@ -224,6 +223,7 @@ impl<U> MrTable<U> {
                 pieces,
                 access,
                 offset,
+                #[cfg(test)]
                 len: total,
                 enabled,
                 user,
@@ -379,12 +379,14 @@ impl<U> MrTable<U> {
 
     /// Number of registered regions.
     #[inline]
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether no region is registered.
     #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -468,6 +470,7 @@ pub struct Chunks<'a> {
 impl Chunks<'_> {
     /// Bytes not yet yielded.
     #[inline]
+    #[cfg(test)]
     pub fn remaining(&self) -> u64 {
         self.end - self.pos
     }

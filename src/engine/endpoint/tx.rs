@@ -835,7 +835,7 @@ impl<S: Config> TxState<S> {
     }
 
     /// [`Self::succeed`] during the CQ read `rd`, if any: the entry may go straight into
-    /// the reader's entries ([`crate::cq::CqInner::complete_to`]).
+    /// the reader's entries ([`CqInner::complete_to`](crate::engine::cq::CqInner::complete_to)).
     #[inline(always)]
     fn succeed_to(
         &self,
