@@ -129,6 +129,9 @@ impl Transport for FarEp {
     type Sender = ();
     type Receiver = ();
     type Pull = VecPull;
+    type Direct = crate::provider::Absent;
+    type HeldBack = crate::provider::Absent;
+    type RemoteWake = crate::provider::Absent;
 
     fn name(&self) -> &[u8] {
         &self.name

@@ -30,11 +30,11 @@ use crate::config::{Config, LockOf, Progress};
 use crate::error::Result;
 use crate::info::Info;
 use crate::lock::Lock;
-use crate::provider::Transport;
+use crate::provider::{RemoteWake, Transport};
 
 use av::NamedAvs;
 use cq::Reader;
-use endpoint::EpInner;
+use endpoint::{EpInner, TransportOf};
 use shared::Shared;
 use trigger::Deferred;
 
@@ -132,11 +132,14 @@ impl<S: Config> DomainInner<S> {
     }
 
     /// Arms every endpoint's transport to write to the pipe `target` when a packet
-    /// from another process arrives ([`Transport::arm_wake`]).
+    /// from another process arrives ([`RemoteWake::arm`]).
     pub(crate) fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
         self.eps.with(|eps| {
             for ep in eps.iter() {
-                ep.transport.arm_wake(target);
+                <<TransportOf<S> as Transport>::RemoteWake as RemoteWake<_>>::arm(
+                    &ep.transport,
+                    target,
+                );
             }
         });
     }

@@ -5,13 +5,15 @@
 //! counters, acknowledgements, triggered operations, cancel) lives in the core and is
 //! shared by every provider, so a provider is mostly its transport.
 
+mod ext;
 pub mod wire;
+
+pub use ext::{Absent, Direct, DirectAccess, DirectOp, DirectReq, HeldBack, RemoteWake};
 
 use std::sync::Arc;
 
 use typenum::{Const, IsLessOrEqual, LeEq, ToUInt, True, Unsigned, U};
 
-use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::{Error, Result};
 use crate::info::Info;
 use crate::waitobj::Waiter;
@@ -77,6 +79,13 @@ pub trait Transport: Send + Sync + 'static {
     /// copies them straight into their destination. [`NoPull`] for a transport whose
     /// payloads are always in the packet.
     type Pull: Pull;
+    /// Initiator-side access to target memory ([`DirectAccess`]): `Self` for a
+    /// transport that implements it, [`Absent`] otherwise.
+    type Direct: DirectAccess<Self>;
+    /// Packets held back by the sender ([`HeldBack`]): `Self` or [`Absent`].
+    type HeldBack: HeldBack<Self>;
+    /// Wake-ups from peers in other processes ([`RemoteWake`]): `Self` or [`Absent`].
+    type RemoteWake: RemoteWake<Self>;
     /// This endpoint's raw address (`fi_getname`).
     fn name(&self) -> &[u8];
     /// A fresh sending state for this endpoint.
@@ -176,89 +185,8 @@ pub trait Transport: Send + Sync + 'static {
     fn poll_into<K: Sink<Self::Pull>>(&self, rx: &mut Self::Receiver, mut sink: K) -> usize {
         self.poll(rx, |hdr, src, payload| sink.packet(hdr, src, payload))
     }
-    /// Whether the sender holds packets it could not hand over yet (responses refused
-    /// by a full peer queue, which must never be dropped). Checked on every progress
-    /// call, so it should be one load; the default (none ever) compiles away.
-    #[inline]
-    fn backlog(&self) -> bool {
-        false
-    }
-    /// Retries the held-back packets of `tx`, oldest first. Called by progress while
-    /// [`backlog`](Self::backlog) is true.
-    #[inline]
-    fn flush(&self, tx: &mut Self::Sender) {
-        let _ = tx;
-    }
-    /// Whether [`direct`](Self::direct) can ever handle an operation. The core tests
-    /// it at compile time, so transports that leave the default `false` pay nothing.
-    const DIRECT: bool = false;
-    /// Performs an RMA write, RMA read or atomic request `req` at the initiator, when
-    /// the transport can reach the target memory itself (for example memory the target
-    /// process published in shared memory), instead of sending it as a packet. The
-    /// core offers only requests that need nothing of the target's endpoint (no remote
-    /// CQ data).
-    ///
-    /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
-    /// atomic replaced were handed to `out` in order, in one or more pieces that
-    /// together make exactly the result (`req.len` bytes). [`Direct::Failed`]: the
-    /// target's checks refused it, with the error the target would have answered
-    /// (`KeyRejected`, `Access`, `Fault`, ...), and target memory is unchanged.
-    /// [`Direct::Declined`]: send it as a packet.
-    ///
-    /// With `hold` set, earlier operations of the transmit context still wait for
-    /// responses: nothing may be performed yet (it would overtake them), and the answer
-    /// is [`Direct::Held`] if the operation would be handled here, else `Declined`.
-    /// Only called when [`DIRECT`](Self::DIRECT) is true.
-    #[inline]
-    fn direct<F: FnMut(&[u8])>(
-        &self,
-        tx: &mut Self::Sender,
-        to: &Self::Peer,
-        req: &DirectReq<'_>,
-        hold: bool,
-        out: F,
-    ) -> Direct {
-        let _ = (tx, to, req, hold, out);
-        Direct::Declined
-    }
-    /// [`direct`](Self::direct) of an RMA write of `data` to `addr` under `key`, with
-    /// nothing in flight (`hold` false): the core's entry for `fi_write` and
-    /// `fi_inject_write` of one buffer. The answer is never [`Direct::Held`]. The
-    /// default builds the [`DirectReq`] and calls `direct`; a transport whose common
-    /// case (the target used last) is cheaper to test without the generic request
-    /// overrides it. Only called when [`DIRECT`](Self::DIRECT) is true.
-    #[inline]
-    fn direct_write(
-        &self,
-        tx: &mut Self::Sender,
-        to: &Self::Peer,
-        addr: u64,
-        key: u64,
-        data: &[u8],
-    ) -> Direct {
-        let payload = [data];
-        self.direct(
-            tx,
-            to,
-            &DirectReq::write(addr, key, &payload),
-            false,
-            |_: &[u8]| {},
-        )
-    }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
     fn set_waker(&self, waker: Arc<Waiter>);
-
-    /// Arms cross-process wake-ups before an application sleeps on an `FI_WAIT_FD`
-    /// completion queue under manual progress (`Cq::trywait` calls it, then checks for
-    /// work one last time): the next packet a peer in another process sends to this
-    /// endpoint should make the pipe `target` (its write end in this process and its
-    /// inode, [`Waiter::remote_signal`]) readable. When this returns, a packet published
-    /// before the call must be visible to the check that follows. Peers in this process
-    /// ring the domain's waiter instead, so the default does nothing.
-    #[inline]
-    fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
-        let _ = target;
-    }
     /// Stops accepting packets: later sends from peers fail with `HostUnreach`.
     fn shutdown(&self);
 }
@@ -304,77 +232,6 @@ impl<R, F: FnMut(&Header, &[u8], Payload<'_, R>) -> bool> Sink<R> for F {
     fn packet(&mut self, hdr: &Header, src: &[u8], payload: Payload<'_, R>) -> bool {
         self(hdr, src, payload)
     }
-}
-
-/// What an operation offered to [`Transport::direct`] does to target memory.
-// An explicit tag: matching it is one comparison (a niche in `class` costs more).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirectOp {
-    /// RMA write of the payload.
-    Write,
-    /// RMA read.
-    Read,
-    /// Atomic operation, valid for its class ([`crate::atomic::is_valid`]).
-    Atomic {
-        /// The family of calls it was issued through.
-        class: AtomicClass,
-        /// The operation.
-        op: AtomicOp,
-        /// The element type.
-        dt: Datatype,
-    },
-}
-
-/// An RMA or atomic request offered to [`Transport::direct`]: the target side of the
-/// operation only, as the target's memory-registration checks see it.
-#[derive(Debug, Clone, Copy)]
-pub struct DirectReq<'a> {
-    /// What it does.
-    pub op: DirectOp,
-    /// Target address (virtual or offset, per the target's MR mode).
-    pub addr: u64,
-    /// Remote key.
-    pub key: u64,
-    /// Bytes of target memory accessed: the payload's length for a write, the length
-    /// read, an atomic's elements times the datatype's size (a multiple of it, at most
-    /// [`MAX_ATOMIC_SIZE`](crate::limits::MAX_ATOMIC_SIZE)).
-    pub len: usize,
-    /// The write's data or the atomic's operands (`len` bytes together; none for reads
-    /// and `FI_ATOMIC_READ`).
-    pub payload: &'a [&'a [u8]],
-    /// A compare atomic's compare values (`len` bytes); empty otherwise.
-    pub compare: &'a [u8],
-}
-
-impl<'a> DirectReq<'a> {
-    /// An RMA write of `payload` (one slice: `[data]`) to `addr` under `key`.
-    #[inline]
-    pub fn write(addr: u64, key: u64, payload: &'a [&'a [u8]]) -> DirectReq<'a> {
-        DirectReq {
-            op: DirectOp::Write,
-            addr,
-            key,
-            len: payload.iter().map(|p| p.len()).sum(),
-            payload,
-            compare: &[],
-        }
-    }
-}
-
-/// What [`Transport::direct`] did with an RMA or atomic operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direct {
-    /// Not handled: the core sends the request as a packet.
-    Declined,
-    /// Performed at the initiator: the core completes the operation at once.
-    Done,
-    /// Refused by the target's checks, evaluated at the initiator: the core completes
-    /// the operation with this error at once; target memory is unchanged.
-    Failed(Error),
-    /// Would be handled at the initiator, but earlier operations are in flight: the
-    /// core holds it (and everything posted after it) until they complete.
-    Held,
 }
 
 /// Payload bytes that stay with the sender until the receiver copies them out (for

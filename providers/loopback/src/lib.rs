@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::attr::EpType;
 use fabric::provider::wire::{Header, Op};
+use fabric::provider::Absent;
 use fabric::waitobj::Waiter;
 use fabric::{Error, Info, NoPull, Payload, Provider, Result, Transport};
 
@@ -162,6 +163,9 @@ impl Transport for LoopbackEp {
     type Sender = LoopbackTx;
     type Receiver = LoopbackRx;
     type Pull = NoPull;
+    type Direct = Absent;
+    type HeldBack = Absent;
+    type RemoteWake = Absent;
 
     fn name(&self) -> &[u8] {
         &self.name

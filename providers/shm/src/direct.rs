@@ -1,6 +1,6 @@
 //! The initiator side of directly mapped regions ([`crate::MappedSegment`]): RMA and
 //! atomics performed by the initiator into a peer's published segment
-//! ([`fabric::Transport::direct`]).
+//! ([`fabric::provider::DirectAccess::direct`]).
 //!
 //! Per operation, on the fast path: one lookup in the sender's cache of (peer, key) →
 //! segment, the checks the target's MR table would make (access, then bounds, with
@@ -458,7 +458,7 @@ enum Kind {
 }
 
 /// Performs `req` into `to`'s published memory if there is any under its key (see
-/// [`fabric::Transport::direct`] for the contract).
+/// [`fabric::provider::DirectAccess::direct`] for the contract).
 #[inline]
 pub fn run<F: FnMut(&[u8])>(
     tx: &mut TxDirect,
@@ -500,7 +500,7 @@ fn departed(tx: &mut TxDirect, to: &PeerRegion) -> bool {
 
 /// An RMA write of `data` to `addr` under `key` into `to`'s published memory: [`run`]
 /// of a [`DirectOp::Write`] with `hold` false, for
-/// [`fabric::Transport::direct_write`]. The common case, the (peer, key) used last,
+/// [`fabric::provider::DirectAccess::direct_write`]. The common case, the (peer, key) used last,
 /// still current, whose checks pass, is done inline; everything else takes the
 /// general path.
 #[inline(always)]

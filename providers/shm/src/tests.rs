@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::provider::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_REMOTE_CQ_DATA};
+use fabric::provider::HeldBack;
 use fabric::{Error, Payload, Provider, Pull, Transport};
 use proptest::prelude::*;
 
@@ -196,7 +197,7 @@ fn responses_spill_and_flush_in_order() {
     let mut got = Vec::new();
     for _ in 0..100 {
         got.extend(drain(&mut b).into_iter().map(|g| g.0.req));
-        a.ep.flush(&mut a.tx);
+        <ShmEp as HeldBack<ShmEp>>::flush(&a.ep, &mut a.tx);
         if got.len() == 40 {
             break;
         }
@@ -679,18 +680,18 @@ fn large_responses_spill_and_flush_staged() {
             b.ep.expect_response(a.ep.name(), 0, req, Op::ReadResp);
             send(&mut a, &to_b, &h, &body).unwrap();
         }
-        assert!(a.ep.backlog(), "cma={cma}");
+        assert!(<ShmEp as HeldBack<ShmEp>>::pending(&a.ep), "cma={cma}");
         let mut got = Vec::new();
         for _ in 0..100 {
             got.extend(drain(&mut b));
-            a.ep.flush(&mut a.tx);
+            <ShmEp as HeldBack<ShmEp>>::flush(&a.ep, &mut a.tx);
             if got.len() == 3 {
                 break;
             }
         }
         assert_eq!(got.iter().map(|g| g.0.req).collect::<Vec<_>>(), [0, 1, 2]);
         assert!(got.iter().all(|g| g.2 == body), "cma={cma}");
-        assert!(!a.ep.backlog());
+        assert!(!<ShmEp as HeldBack<ShmEp>>::pending(&a.ep));
     }
 }
 
@@ -1127,7 +1128,7 @@ fn a_response_waits_for_a_channel_instead_of_being_dropped() {
     let mut acks = Vec::new();
     while acks.is_empty() {
         assert!(Instant::now() < deadline, "the response never arrived");
-        target.ep.flush(&mut target.tx);
+        <ShmEp as HeldBack<ShmEp>>::flush(&target.ep, &mut target.tx);
         acks = drain(&mut initiator);
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::provider::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
-use fabric::provider::{Direct, DirectReq};
+use fabric::provider::{Direct, DirectAccess, DirectReq, HeldBack, RemoteWake};
 use fabric::waitobj::Waiter;
 use fabric::{Error, Payload, Result, Sink, Transport};
 use rustc_hash::FxHashMap;
@@ -1010,6 +1010,9 @@ impl Transport for ShmEp {
     type Sender = ShmTx;
     type Receiver = ShmRx;
     type Pull = ShmPull;
+    type Direct = Self;
+    type HeldBack = Self;
+    type RemoteWake = Self;
 
     fn name(&self) -> &[u8] {
         &self.shared.raw
@@ -1364,27 +1367,39 @@ impl Transport for ShmEp {
         n
     }
 
-    #[inline]
-    fn backlog(&self) -> bool {
-        self.shared.spilled.load(Ordering::Relaxed) || self.shared.sweep.load(Ordering::Relaxed)
+    fn set_waker(&self, waker: Arc<Waiter>) {
+        let _ = self.shared.local.waker.set(waker);
     }
 
-    fn flush(&self, tx: &mut ShmTx) {
-        if self.shared.sweep.swap(false, Ordering::Relaxed) {
+    fn shutdown(&self) {
+        self.shared.region.set_closed();
+    }
+}
+
+/// Responses refused by a full peer queue wait in the sender (`flush_spills`); the
+/// same flag asks the sender to let go of departed peers' channels.
+impl HeldBack<ShmEp> for ShmEp {
+    #[inline]
+    fn pending(t: &ShmEp) -> bool {
+        t.shared.spilled.load(Ordering::Relaxed) || t.shared.sweep.load(Ordering::Relaxed)
+    }
+
+    fn flush(t: &ShmEp, tx: &mut ShmTx) {
+        if t.shared.sweep.swap(false, Ordering::Relaxed) {
             tx.let_go_of_departed();
         }
-        if self.shared.spilled.load(Ordering::Relaxed) {
+        if t.shared.spilled.load(Ordering::Relaxed) {
             tx.flush_spills();
         }
     }
+}
 
-    const DIRECT: bool = true;
-
-    /// RMA and atomics into segments the target process published
-    /// ([`crate::MappedSegment`]) are done here, by the initiator.
+/// RMA and atomics into segments the target process published
+/// ([`crate::MappedSegment`]) are done here, by the initiator.
+impl DirectAccess<ShmEp> for ShmEp {
     #[inline]
     fn direct<F: FnMut(&[u8])>(
-        &self,
+        _: &ShmEp,
         tx: &mut ShmTx,
         to: &Arc<PeerRegion>,
         req: &DirectReq<'_>,
@@ -1400,12 +1415,12 @@ impl Transport for ShmEp {
         direct::run(&mut tx.direct, to, req, hold, out)
     }
 
-    /// The write of [`direct`](Transport::direct) with its common case (the segment
+    /// The write of [`direct`](DirectAccess::direct) with its common case (the segment
     /// written last) inline (`direct::write`).
     // Always inlined: the call's frame cost a fifth of an 8-byte put.
     #[inline(always)]
     fn direct_write(
-        &self,
+        _: &ShmEp,
         tx: &mut ShmTx,
         to: &Arc<PeerRegion>,
         addr: u64,
@@ -1417,23 +1432,18 @@ impl Transport for ShmEp {
         }
         direct::write(&mut tx.direct, to, addr, key, data)
     }
+}
 
-    fn arm_wake(&self, target: (std::os::fd::RawFd, u64)) {
+/// Peers write to the pipe the region's wake word names once it is armed.
+impl RemoteWake<ShmEp> for ShmEp {
+    fn arm(t: &ShmEp, target: (std::os::fd::RawFd, u64)) {
         let Ok(fd) = u32::try_from(target.0) else {
             return;
         };
-        self.shared.region.arm_wake(fd, target.1);
+        t.shared.region.arm_wake(fd, target.1);
         // Every registered sender passes a full barrier: a packet it published before
         // reading the (then unarmed) wake word is visible to the caller's last check.
         sys::membarrier_global();
-    }
-
-    fn set_waker(&self, waker: Arc<Waiter>) {
-        let _ = self.shared.local.waker.set(waker);
-    }
-
-    fn shutdown(&self) {
-        self.shared.region.set_closed();
     }
 }
 
@@ -1446,7 +1456,7 @@ impl Drop for ShmEp {
 
 /// Wakes `peer` after a packet was published to it: the domain waiter of a peer in
 /// this process, and a peer in another process only if it armed its wake-up (about to
-/// sleep on a pipe, [`Transport::arm_wake`]).
+/// sleep on a pipe, [`RemoteWake::arm`]).
 ///
 /// The wake word is read after the packet's stamp was stored. The receiver arms, then
 /// issues `membarrier(GLOBAL_EXPEDITED)` before its last look at the rings, which

@@ -17,7 +17,7 @@ use crate::flags::{BindFlags, Caps, CqFlags};
 use crate::info::Info;
 use crate::lock::Lock;
 use crate::provider::wire::{Eager, Header, Op, Response};
-use crate::provider::{Payload, Provider, Sink, Transport};
+use crate::provider::{HeldBack, Payload, Provider, Sink, Transport};
 use crate::types::Context;
 
 use crate::engine::av::AvInner;
@@ -35,6 +35,9 @@ pub use state::{DEFAULT_MIN_MULTI_RECV, DEFAULT_QUEUE_SIZE, UNEXPECTED_BYTES};
 pub(crate) type TransportOf<S> = <<S as Config>::Provider as Provider>::Transport;
 type SenderOf<S> = <TransportOf<S> as Transport>::Sender;
 type ReceiverOf<S> = <TransportOf<S> as Transport>::Receiver;
+/// The transport's direct access ([`Absent`](crate::provider::Absent) without).
+pub(crate) type DirectOf<S> = <TransportOf<S> as Transport>::Direct;
+type HeldBackOf<S> = <TransportOf<S> as Transport>::HeldBack;
 
 /// The shared core of an endpoint: its transport and its contexts.
 pub(crate) struct EpInner<S: Config> {
@@ -110,8 +113,9 @@ impl<S: Config> EpInner<S> {
     /// `rd`: the CQ read this pass runs for, which receives may complete into.
     #[inline]
     pub(crate) fn progress(&self, rd: Option<&mut Reader<'_, S>>) -> usize {
-        if self.transport.backlog() {
-            self.sender.with(|tx| self.transport.flush(tx));
+        if HeldBackOf::<S>::pending(&self.transport) {
+            self.sender
+                .with(|tx| HeldBackOf::<S>::flush(&self.transport, tx));
         }
         self.receiver
             .with(|rx| self.transport.poll_into(rx, Dispatch { ep: self, rd }))

@@ -14,12 +14,12 @@ use crate::mem::RawIov;
 use crate::provider::wire::{
     Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
 };
-use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
+use crate::provider::{Direct, DirectAccess, DirectOp, DirectReq, Payload, Pull, Transport};
 use crate::types::{Context, FiAddr};
 
 use super::owned::{completion_kind, CntrKind, OwnedTx, RmaIov, TxReq};
 use super::state::{Pending, TxState};
-use super::{EpInner, TransportOf};
+use super::{DirectOf, EpInner, TransportOf};
 
 impl<S: Config> EpInner<S> {
     /// Posts a transmit operation on transmit context `txi`.
@@ -211,7 +211,7 @@ impl<S: Config> EpInner<S> {
     ///
     /// On a transport with a direct path, a write that nothing orders behind anything
     /// (no `FI_FENCE`, no `FI_DELIVERY_COMPLETE`, nothing queued or in flight on the
-    /// context) goes straight to [`Transport::direct_write`], without the generic
+    /// context) goes straight to [`DirectAccess::direct_write`], without the generic
     /// request and its per-operation tests; everything else, and every write on other
     /// transports, is [`Self::post_tx`] of the same request.
     #[allow(clippy::too_many_arguments)]
@@ -226,7 +226,7 @@ impl<S: Config> EpInner<S> {
         flags: OpFlags,
     ) -> Result<()> {
         // Compile-time test first: loopback keeps exactly the generic path.
-        if <TransportOf<S> as Transport>::DIRECT
+        if <DirectOf<S> as DirectAccess<TransportOf<S>>>::ENABLED
             && !flags.intersects(OpFlags::FENCE.union(OpFlags::DELIVERY_COMPLETE))
         {
             if let Some(res) = self.write_direct::<INJECT>(txi, buf, dest, rma, ctx, flags) {
@@ -265,8 +265,14 @@ impl<S: Config> EpInner<S> {
                 None => Err(Error::NoAv),
                 Some(av) => av.with_peer(dest, |peer, _| {
                     Ok(self.sender.with(|tx| {
-                        self.transport
-                            .direct_write(tx, peer, rma.addr, rma.key, buf)
+                        DirectOf::<S>::direct_write(
+                            &self.transport,
+                            tx,
+                            peer,
+                            rma.addr,
+                            rma.key,
+                            buf,
+                        )
                     }))
                 }),
             };
@@ -288,7 +294,7 @@ impl<S: Config> EpInner<S> {
         })
     }
 
-    /// A write [`Transport::direct_write`] did not perform (`Declined`; or `Held`,
+    /// A write [`DirectAccess::direct_write`] did not perform (`Declined`; or `Held`,
     /// which the contract rules out with nothing in flight, and which with nothing in
     /// flight needs no waiting either): sent as a packet.
     #[allow(clippy::too_many_arguments)]
@@ -411,7 +417,7 @@ impl<S: Config> EpInner<S> {
             let hold = st.pending.in_flight() > 0;
             let pending = &mut st.pending;
             let outcome = av.with_peer(f.dest, |peer, rx| {
-                if <TransportOf<S> as Transport>::DIRECT {
+                if <DirectOf<S> as DirectAccess<TransportOf<S>>>::ENABLED {
                     let req = DirectReq {
                         op: DirectOp::Atomic {
                             class: if BITS == HDR_COMPARE {
@@ -433,13 +439,20 @@ impl<S: Config> EpInner<S> {
                     let result = f.result;
                     let mut filled = 0usize;
                     let d = self.sender.with(|tx| {
-                        self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
-                            // SAFETY: as in `transmit_direct`: `result` was recorded by
-                            // an `unsafe` fetch call whose contract keeps it valid and
-                            // unaliased until completion, which is now; `fill` writes
-                            // at most what is left of it after `filled` bytes.
-                            filled += unsafe { result.fill_at(filled, &[b]) };
-                        })
+                        DirectOf::<S>::direct(
+                            &self.transport,
+                            tx,
+                            peer,
+                            &req,
+                            hold,
+                            |b: &[u8]| {
+                                // SAFETY: as in `transmit_direct`: `result` was recorded by
+                                // an `unsafe` fetch call whose contract keeps it valid and
+                                // unaliased until completion, which is now; `fill` writes
+                                // at most what is left of it after `filled` bytes.
+                                filled += unsafe { result.fill_at(filled, &[b]) };
+                            },
+                        )
                     });
                     match d {
                         Direct::Declined => {}
@@ -539,7 +552,7 @@ impl<S: Config> EpInner<S> {
         st.room_for(want)?;
         // Compile-time test: transports without a direct path (loopback) keep exactly
         // the packet path below.
-        if <TransportOf<S> as Transport>::DIRECT {
+        if <DirectOf<S> as DirectAccess<TransportOf<S>>>::ENABLED {
             if let Some(res) = self.transmit_direct(st, r, len, flags, want) {
                 return res;
             }
@@ -655,7 +668,7 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Offers an RMA or atomic request carrying `len` payload bytes to the transport's
-    /// direct path ([`Transport::direct`]), which performs it at the initiator; then it
+    /// direct path ([`DirectAccess::direct`]), which performs it at the initiator; then it
     /// completes at once, like a transmit-complete send, and no pending entry is needed.
     /// `None`: not offered (a message, a write with remote CQ data) or declined: send it
     /// as a packet.
@@ -695,7 +708,7 @@ impl<S: Config> EpInner<S> {
             None => Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, _| {
                 Ok(self.sender.with(|tx| {
-                    self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
+                    DirectOf::<S>::direct(&self.transport, tx, peer, &req, hold, |b: &[u8]| {
                         // SAFETY: `result` was recorded by an `unsafe` read/fetch
                         // call whose contract keeps the buffers valid and unaliased
                         // until completion, which is now; `fill` writes at most

@@ -1,0 +1,201 @@
+//! Capabilities a transport may offer beyond the base contract, chosen at compile
+//! time: each is a trait that a transport implements for itself and names in its
+//! [`Transport`] associated type (`type Direct = Self;`), or leaves to [`Absent`],
+//! whose implementations do nothing and which the core's tests of
+//! [`ENABLED`](DirectAccess::ENABLED) fold away. The base contract is what every
+//! provider must supply; these are what only some can.
+
+use crate::atomic::{AtomicClass, AtomicOp, Datatype};
+use crate::error::Error;
+
+use super::Transport;
+
+/// The implementation of every extension for a transport that lacks it. Uninhabited:
+/// only its associated functions are ever called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absent {}
+
+/// Initiator-side access to target memory: RMA and atomics performed by the initiator
+/// on memory the target made reachable (for example published in shared memory),
+/// without a packet.
+pub trait DirectAccess<T: Transport + ?Sized> {
+    /// Whether [`direct`](Self::direct) can ever handle an operation. The core tests it
+    /// at compile time, so transports without direct access pay nothing.
+    const ENABLED: bool = true;
+
+    /// Performs an RMA write, RMA read or atomic request `req` at the initiator, when
+    /// the transport can reach the target memory itself, instead of sending it as a
+    /// packet. The core offers only requests that need nothing of the target's
+    /// endpoint (no remote CQ data).
+    ///
+    /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
+    /// atomic replaced were handed to `out` in order, in one or more pieces that
+    /// together make exactly the result (`req.len` bytes). [`Direct::Failed`]: the
+    /// target's checks refused it, with the error the target would have answered
+    /// (`KeyRejected`, `Access`, `Fault`, ...), and target memory is unchanged.
+    /// [`Direct::Declined`]: send it as a packet.
+    ///
+    /// With `hold` set, earlier operations of the transmit context still wait for
+    /// responses: nothing may be performed yet (it would overtake them), and the answer
+    /// is [`Direct::Held`] if the operation would be handled here, else `Declined`.
+    fn direct<F: FnMut(&[u8])>(
+        t: &T,
+        tx: &mut T::Sender,
+        to: &T::Peer,
+        req: &DirectReq<'_>,
+        hold: bool,
+        out: F,
+    ) -> Direct;
+
+    /// [`direct`](Self::direct) of an RMA write of `data` to `addr` under `key`, with
+    /// nothing in flight (`hold` false): the core's entry for `fi_write` and
+    /// `fi_inject_write` of one buffer. The answer is never [`Direct::Held`]. The
+    /// default builds the [`DirectReq`] and calls `direct`; a transport whose common
+    /// case (the target used last) is cheaper to test without the generic request
+    /// overrides it.
+    #[inline]
+    fn direct_write(
+        t: &T,
+        tx: &mut T::Sender,
+        to: &T::Peer,
+        addr: u64,
+        key: u64,
+        data: &[u8],
+    ) -> Direct {
+        let payload = [data];
+        Self::direct(
+            t,
+            tx,
+            to,
+            &DirectReq::write(addr, key, &payload),
+            false,
+            |_: &[u8]| {},
+        )
+    }
+}
+
+impl<T: Transport + ?Sized> DirectAccess<T> for Absent {
+    const ENABLED: bool = false;
+
+    #[inline(always)]
+    fn direct<F: FnMut(&[u8])>(
+        _: &T,
+        _: &mut T::Sender,
+        _: &T::Peer,
+        _: &DirectReq<'_>,
+        _: bool,
+        _: F,
+    ) -> Direct {
+        Direct::Declined
+    }
+}
+
+/// Packets the sender holds back: responses refused by a full peer queue, which must
+/// never be dropped, retried by progress.
+pub trait HeldBack<T: Transport + ?Sized> {
+    /// Whether the sender holds packets it could not hand over yet. Checked on every
+    /// progress call, so it should be one load.
+    fn pending(t: &T) -> bool;
+
+    /// Retries the held-back packets of `tx`, oldest first. Called by progress while
+    /// [`pending`](Self::pending) is true.
+    fn flush(t: &T, tx: &mut T::Sender);
+}
+
+impl<T: Transport + ?Sized> HeldBack<T> for Absent {
+    #[inline(always)]
+    fn pending(_: &T) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn flush(_: &T, _: &mut T::Sender) {}
+}
+
+/// Wake-ups from peers in other processes, who cannot ring a waiter of this process.
+pub trait RemoteWake<T: Transport + ?Sized> {
+    /// Arms cross-process wake-ups before an application sleeps on an `FI_WAIT_FD`
+    /// completion queue under manual progress (`Cq::trywait` calls it, then checks for
+    /// work one last time): the next packet a peer in another process sends to this
+    /// endpoint should make the pipe `target` (its write end in this process and its
+    /// inode, [`Waiter::remote_signal`](crate::waitobj::Waiter::remote_signal))
+    /// readable. When this returns, a packet published before the call must be visible
+    /// to the check that follows.
+    fn arm(t: &T, target: (std::os::fd::RawFd, u64));
+}
+
+impl<T: Transport + ?Sized> RemoteWake<T> for Absent {
+    #[inline(always)]
+    fn arm(_: &T, _: (std::os::fd::RawFd, u64)) {}
+}
+
+/// What an operation offered to [`DirectAccess::direct`] does to target memory.
+// An explicit tag: matching it is one comparison (a niche in `class` costs more).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectOp {
+    /// RMA write of the payload.
+    Write,
+    /// RMA read.
+    Read,
+    /// Atomic operation, valid for its class ([`crate::atomic::is_valid`]).
+    Atomic {
+        /// The family of calls it was issued through.
+        class: AtomicClass,
+        /// The operation.
+        op: AtomicOp,
+        /// The element type.
+        dt: Datatype,
+    },
+}
+
+/// An RMA or atomic request offered to [`DirectAccess::direct`]: the target side of the
+/// operation only, as the target's memory-registration checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectReq<'a> {
+    /// What it does.
+    pub op: DirectOp,
+    /// Target address (virtual or offset, per the target's MR mode).
+    pub addr: u64,
+    /// Remote key.
+    pub key: u64,
+    /// Bytes of target memory accessed: the payload's length for a write, the length
+    /// read, an atomic's elements times the datatype's size (a multiple of it, at most
+    /// [`MAX_ATOMIC_SIZE`](crate::limits::MAX_ATOMIC_SIZE)).
+    pub len: usize,
+    /// The write's data or the atomic's operands (`len` bytes together; none for reads
+    /// and `FI_ATOMIC_READ`).
+    pub payload: &'a [&'a [u8]],
+    /// A compare atomic's compare values (`len` bytes); empty otherwise.
+    pub compare: &'a [u8],
+}
+
+impl<'a> DirectReq<'a> {
+    /// An RMA write of `payload` (one slice: `[data]`) to `addr` under `key`.
+    #[inline]
+    pub fn write(addr: u64, key: u64, payload: &'a [&'a [u8]]) -> DirectReq<'a> {
+        DirectReq {
+            op: DirectOp::Write,
+            addr,
+            key,
+            len: payload.iter().map(|p| p.len()).sum(),
+            payload,
+            compare: &[],
+        }
+    }
+}
+
+/// What [`DirectAccess::direct`] did with an RMA or atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direct {
+    /// Not handled: the core sends the request as a packet.
+    Declined,
+    /// Performed at the initiator: the core completes the operation at once.
+    Done,
+    /// Refused by the target's checks, evaluated at the initiator: the core completes
+    /// the operation with this error at once; target memory is unchanged.
+    Failed(Error),
+    /// Would be handled at the initiator, but earlier operations are in flight: the
+    /// core holds it (and everything posted after it) until they complete.
+    Held,
+}
