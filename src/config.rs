@@ -12,7 +12,7 @@ use core::marker::PhantomData;
 use crate::attr::{ProgressMode, ThreadingLevel};
 use crate::av_type::AvType;
 use crate::cq_format::CqFormat;
-use crate::lock::{LockFamily, Locked, Unlocked};
+pub use crate::lock::{LockFamily, Locked, Unlocked};
 use crate::provider::Provider;
 
 mod sealed {

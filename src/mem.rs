@@ -16,7 +16,7 @@ use crate::provider::{Payload, Pull};
 
 /// A list of up to [`IOV_LIMIT`] raw writable buffers, stored inline (no allocation).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawIov {
+pub(crate) struct RawIov {
     segs: [(usize, usize); IOV_LIMIT],
     n: u8,
 }
@@ -54,12 +54,6 @@ impl RawIov {
     #[inline]
     pub fn len(&self) -> usize {
         self.segs[..self.n as usize].iter().map(|s| s.1).sum()
-    }
-
-    /// Whether there are no bytes.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Address of the first byte (0 when empty).
@@ -253,7 +247,7 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
 /// `[addr, addr + len)` must lie in a live registration (checked by the MR table under
 /// its lock, which the caller holds), and nothing may write it concurrently.
 #[inline]
-pub unsafe fn region<'a>(addr: usize, len: usize) -> &'a [u8] {
+pub(crate) unsafe fn region<'a>(addr: usize, len: usize) -> &'a [u8] {
     if len == 0 {
         return &[];
     }
@@ -266,7 +260,7 @@ pub unsafe fn region<'a>(addr: usize, len: usize) -> &'a [u8] {
 /// # Safety
 /// As [`region`], and no other reference to the range may be live.
 #[inline]
-pub unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
+pub(crate) unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
     if len == 0 {
         return &mut [];
     }
@@ -290,7 +284,7 @@ pub unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
 /// with atomic instructions of the element's width (wider or unaligned elements: not
 /// at all).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn atomic_shared(
+pub(crate) unsafe fn atomic_shared(
     class: atomic::AtomicClass,
     op: atomic::AtomicOp,
     dt: atomic::Datatype,
