@@ -1,14 +1,20 @@
 //! Endpoints (`fi_endpoint`): RDM and DGRAM endpoints, scalable endpoints with transmit
-//! and receive contexts, shared contexts, and every data-transfer call.
+//! and receive contexts, shared contexts; the data-transfer calls are in one module
+//! per man page (`msg`, `tagged`, `rma`, `atomic`, `trigger`).
 //!
 //! Calls whose buffers the provider reads when the call returns (sends, writes, atomic
 //! operands) copy them and are safe. Calls whose buffers are written later (receives,
 //! reads, fetching atomics) are `unsafe`: the buffer must stay valid and untouched until
 //! the operation completes (success, error or cancel) or its endpoint is dropped.
 
-mod data;
+mod atomic;
+mod msg;
+mod request;
+mod rma;
+mod tagged;
 #[cfg(test)]
 mod tests;
+mod trigger;
 
 use std::sync::Arc;
 
@@ -29,7 +35,10 @@ use crate::types::Context;
 pub use crate::engine::endpoint::{
     RmaIov, DEFAULT_MIN_MULTI_RECV, DEFAULT_QUEUE_SIZE, MAX_UNEXPECTED, UNEXPECTED_BYTES,
 };
-pub use data::{AtomicMsg, Msg, MsgMut, RmaMsg, RmaMsgMut, TaggedMsg, TaggedMsgMut};
+pub use atomic::AtomicMsg;
+pub use msg::{Msg, MsgMut};
+pub use rma::{RmaMsg, RmaMsgMut};
+pub use tagged::{TaggedMsg, TaggedMsgMut};
 
 /// Owns the endpoint core while it is registered with its domain's progress; the last
 /// handle (aliases included) closes it.
@@ -459,5 +468,39 @@ impl<S: Config> SharedRx<S> {
     /// Opens an endpoint that receives through this context.
     pub fn endpoint(&self, info: &Info) -> Result<Endpoint<S>> {
         Endpoint::open_with(&self.domain, info, None, Some(self))
+    }
+}
+
+// What the calls of each family (`msg`, `tagged`, `rma`, `atomic`, `trigger`) need of
+// a handle: which context it posts to, and the endpoint core to defer operations on.
+impl<S: Config> Endpoint<S> {
+    #[inline(always)]
+    fn txi(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn rxi(&self) -> usize {
+        0
+    }
+    fn arc(&self) -> Arc<EpInner<S>> {
+        self.h.inner.clone()
+    }
+}
+impl<S: Config> TxContext<S> {
+    #[inline(always)]
+    fn txi(&self) -> usize {
+        self.idx
+    }
+    fn arc(&self) -> Arc<EpInner<S>> {
+        self.h.inner.clone()
+    }
+}
+impl<S: Config> RxContext<S> {
+    #[inline(always)]
+    fn rxi(&self) -> usize {
+        self.idx
+    }
+    fn arc(&self) -> Arc<EpInner<S>> {
+        self.h.inner.clone()
     }
 }
