@@ -521,6 +521,69 @@ fn static_objects_through_the_traits() {
     assert_eq!(c.read(), 3);
 }
 
+/// The tagged reads of [`CqOps`] on CQs that do not store tagged entries (a dyn CQ of
+/// the msg format, a static msg-format CQ): tagged entries holding the format's fields,
+/// the others zero, with source addresses and through the blocking form.
+#[test]
+fn tagged_reads_of_other_formats() {
+    let mut rbuf = [0u8; 8];
+    let a = node(rdm(), CqFormatKind::Unspec);
+    let b = node(rdm(), CqFormatKind::Msg);
+    let msg_only = |ctx: usize| CqTaggedEntry {
+        op_context: Context(ctx),
+        flags: CqFlags::RECV | CqFlags::TAGGED | CqFlags::REMOTE_CQ_DATA,
+        len: 8,
+        ..CqTaggedEntry::default()
+    };
+    exchange(&a, &b, &mut rbuf, 10);
+    let ops: &dyn CqOps = &b.cq;
+    let mut t = [CqTaggedEntry {
+        tag: 1,
+        ..CqTaggedEntry::default()
+    }; 3];
+    let mut src = [FiAddr(7); 2];
+    let end = Instant::now() + DEADLINE;
+    let n = loop {
+        match ops.read_tagged(&mut t, Some(&mut src)) {
+            Ok(n) => break n,
+            Err(Error::Again) => {}
+            Err(e) => panic!("read_tagged: {e}"),
+        }
+        a.domain.progress();
+        assert!(Instant::now() < end, "no completion");
+    };
+    assert_eq!((n, t[0], src[0]), (1, msg_only(10), FiAddr::NOTAVAIL));
+    assert_eq!(&rbuf, b"payload!");
+    exchange(&a, &b, &mut rbuf, 20);
+    a.domain.progress();
+    let n = ops.sread_tagged(&mut t, None, 1, Some(DEADLINE)).unwrap();
+    assert_eq!((n, t[0]), (1, msg_only(20)));
+
+    // A static CQ of the msg format converts its own entries (its endpoint reports
+    // sources: the message came from itself).
+    type S = Stack<Loopback, ThreadDomain, Manual, CqMsg>;
+    let info = getinfo::<S>(Some(&rdm())).unwrap().remove(0);
+    let sd = Fabric::<S>::open(&info).unwrap().domain(&info).unwrap();
+    let scq = sd.cq(&CqAttr::DEFAULT).unwrap();
+    let sav = sd.av(&AvAttr::DEFAULT).unwrap();
+    let sep = sd.endpoint(&info).unwrap();
+    sep.bind_cq(&scq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    sep.bind_av(&sav).unwrap();
+    sep.enable().unwrap();
+    let me = sav.insert(&sep.name()).unwrap();
+    // SAFETY: `rbuf` outlives the receive, which completes below.
+    unsafe { sep.trecv(&mut rbuf, FiAddr::UNSPEC, 3, 0, Context(30)) }.unwrap();
+    sep.tinjectdata(b"12345678", 9, me, 3).unwrap();
+    let ops: &dyn CqOps = &scq;
+    let n = ops
+        .sread_tagged(&mut t, Some(&mut src), 1, Some(DEADLINE))
+        .unwrap();
+    assert_eq!((n, t[0], src[0]), (1, msg_only(30), me));
+    assert_eq!(&rbuf, b"12345678");
+    assert_eq!(ops.read_tagged(&mut t, None), Err(Error::Again));
+}
+
 /// Shared transmit and receive contexts and a scalable endpoint's contexts, opened
 /// through the wrappers' own methods.
 #[test]

@@ -22,7 +22,8 @@ use crate::flags::CqFlags;
 use crate::types::{Context, FiAddr};
 use crate::wait::Waitable;
 
-use super::ops::{chunked, CqOps, CHUNK};
+use super::cast::same_slice_mut;
+use super::ops::{through, Block, CqOps};
 
 /// The format an `FI_CQ_FORMAT_UNSPEC` CQ gets: tagged, libfabric's richest.
 pub const DEFAULT_FORMAT: CqFormatKind = CqFormatKind::Tagged;
@@ -149,6 +150,25 @@ pub trait CqBuf {
     fn capacity(&self, format: CqFormatKind) -> Result<usize>;
     /// Stores completion `c` as entry `index` (below the capacity) of `format`.
     fn store(&mut self, index: usize, format: CqFormatKind, c: &Completion);
+    /// The buffer as tagged entries, if it is made of them: a tagged CQ then reads
+    /// into it directly, with no conversion through [`CqBuf::store`].
+    fn tagged(&mut self) -> Option<&mut [CqTaggedEntry]> {
+        None
+    }
+}
+
+/// One read (`src`: readfrom; `block`: sread) of `cq` into tagged entries.
+#[inline(always)]
+fn read_tagged(
+    cq: &dyn CqOps,
+    out: &mut [CqTaggedEntry],
+    src: Option<&mut [FiAddr]>,
+    block: Block,
+) -> Result<usize> {
+    match block {
+        None => cq.read_tagged(out, src),
+        Some((threshold, timeout)) => cq.sread_tagged(out, src, threshold, timeout),
+    }
 }
 
 /// Writes `bytes` at `off` of `out`.
@@ -231,6 +251,10 @@ macro_rules! typed_buf {
             fn store(&mut self, index: usize, _format: CqFormatKind, c: &Completion) {
                 self[index] = <$fmt as CqFormat>::make(c);
             }
+            #[inline]
+            fn tagged(&mut self) -> Option<&mut [CqTaggedEntry]> {
+                same_slice_mut::<$entry, CqTaggedEntry>(self)
+            }
         }
     )*};
 }
@@ -243,9 +267,11 @@ typed_buf!(CqEntry => CqContext, CqMsgEntry => CqMsg, CqDataEntry => CqData, CqT
 /// calls (`read_err`, `signal`, `wait_fd`, `strerror`) come from [`CqOps`], `trywait`
 /// from [`Waitable`].
 ///
-/// A read of `n` entries moves them from the stack's queue in chunks of 16; a chunk's
-/// error (including `Err(Avail)` for a waiting error entry) after some entries were read
-/// ends the read with those entries, and the next read reports it.
+/// A read into [`CqTaggedEntry`]s of a tagged CQ is the stack's own read, straight into
+/// the caller's entries. A read into any other buffer moves the stored entries through a
+/// stack buffer in chunks of 16, converting each; a chunk's error (including
+/// `Err(Avail)` for a waiting error entry) after some entries were read ends the read
+/// with those entries, and the next read reports it.
 pub struct DynCq {
     inner: Box<dyn CqOps>,
     format: CqFormatKind,
@@ -274,31 +300,56 @@ impl DynCq {
         entry_size(self.format)
     }
 
+    #[inline]
     fn read_impl<B: CqBuf + ?Sized>(
         &self,
         out: &mut B,
-        mut src: Option<&mut [FiAddr]>,
-        block: Option<(usize, Option<Duration>)>,
+        src: Option<&mut [FiAddr]>,
+        block: Block,
     ) -> Result<usize> {
         let format = self.format;
-        let mut cap = out.capacity(format)?;
-        if let Some(s) = &src {
-            cap = cap.min(s.len());
-        }
-        let mut tmp = [Completion::default(); CHUNK];
-        chunked(cap, |at, want, first| {
-            let t = &mut tmp[..want];
-            let src = src.as_deref_mut().map(|s| &mut s[at..at + want]);
-            let n = match (src, block.filter(|_| first)) {
-                (None, None) => self.inner.read_completions(t),
-                (Some(s), None) => self.inner.read_completions_from(t, s),
-                (None, Some((th, to))) => self.inner.sread_completions(t, th, to),
-                (Some(s), Some((th, to))) => self.inner.sread_completions_from(t, s, th, to),
-            }?;
-            for (i, c) in t[..n].iter().enumerate() {
-                out.store(at + i, format, c);
+        let cap = out.capacity(format)?;
+        if format == CqFormatKind::Tagged {
+            if let Some(out) = out.tagged() {
+                return read_tagged(&*self.inner, out, src, block);
             }
-            Ok(n)
+        }
+        self.read_through(cap, src, block, |i, e| {
+            out.store(i, format, &CqTagged::completion(e))
+        })
+    }
+
+    /// Reads up to `cap` stored entries in chunks (see [`through`]), handing each to
+    /// `put` with its index in the read.
+    fn read_through(
+        &self,
+        cap: usize,
+        src: Option<&mut [FiAddr]>,
+        block: Block,
+        put: impl FnMut(usize, &CqTaggedEntry),
+    ) -> Result<usize> {
+        through(
+            cap,
+            src,
+            |t, s, first| read_tagged(&*self.inner, t, s, block.filter(|_| first)),
+            put,
+        )
+    }
+
+    /// A tagged read of a CQ of any format: its entries as tagged ones, the fields the
+    /// format lacks zero (a CQ's [`CqOps`] view, whatever buffer the format takes).
+    fn read_tagged_masked(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+        block: Block,
+    ) -> Result<usize> {
+        if self.format == CqFormatKind::Tagged {
+            return read_tagged(&*self.inner, out, src, block);
+        }
+        let format = self.format;
+        self.read_through(out.len(), src, block, |i, e| {
+            out[i] = CqTagged::make(&mask(format, &CqTagged::completion(e)))
         })
     }
 
@@ -346,6 +397,18 @@ impl Waitable for DynCq {
 impl CqOps for DynCq {
     fn format(&self) -> CqFormatKind {
         self.format
+    }
+    fn read_tagged(&self, out: &mut [CqTaggedEntry], src: Option<&mut [FiAddr]>) -> Result<usize> {
+        self.read_tagged_masked(out, src, None)
+    }
+    fn sread_tagged(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        self.read_tagged_masked(out, src, Some((threshold, timeout)))
     }
     fn read_completions(&self, out: &mut [Completion]) -> Result<usize> {
         self.read(out)

@@ -19,12 +19,13 @@
 //!   default tagged): every stack here stores tagged entries and a [`DynCq`] converts them
 //!   on read into C-layout bytes, [`DynEntry`]s or the format's typed entries.
 //!
-//! Data calls cost one virtual call on top of the static path (plus a copy per completion
-//! for the CQ conversion). The wrappers are not `Send`/`Sync`, whatever the threading
+//! Data calls cost one virtual call on top of the static path; CQ reads into tagged
+//! entries too, reads into other buffers a copy per completion for the conversion. The wrappers are not `Send`/`Sync`, whatever the threading
 //! level chosen: the compiler cannot check a run-time promise.
 //!
 //! See [`Registry`] for a complete example.
 
+mod cast;
 mod choice;
 mod cq;
 mod objects;

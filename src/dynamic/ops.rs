@@ -9,8 +9,10 @@
 //!   stack and fails with [`Error::Domain`] when they belong to another stack (objects of
 //!   different stacks never share a domain);
 //! * objects returned are boxed trait objects (`Box<dyn EndpointOps>`);
-//! * CQ reads are format independent ([`CqOps::read_completions`]): entries come back as
-//!   [`Completion`]s holding the fields the CQ's format has.
+//! * CQ reads are format independent: entries come back as [`Completion`]s
+//!   ([`CqOps::read_completions`]) or as tagged entries ([`CqOps::read_tagged`], the
+//!   fast read, since the dynamic layer's stacks store tagged entries), holding the
+//!   fields the CQ's format has.
 //!
 //! `unsafe` calls stay `unsafe fn` with the contracts of the static calls, which the
 //! implementations forward unchanged.
@@ -28,7 +30,7 @@ use crate::cntr::Counter;
 use crate::config::Config;
 use crate::cq::Cq;
 use crate::cq::CqErrEntry;
-use crate::cq_format::{Completion, CqFormat};
+use crate::cq_format::{Completion, CqFormat, CqTagged, CqTaggedEntry};
 use crate::domain::{Domain, Fabric};
 use crate::endpoint::{
     AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, RmaMsg, RmaMsgMut, RxContext,
@@ -43,6 +45,8 @@ use crate::mr::{MemoryRegion, MrDesc};
 use crate::types::{Context, FiAddr, MrKey};
 use crate::wait::{PollSet, WaitSet, Waitable};
 
+use super::cast::same_slice_mut;
+
 /// The static object of type `T` behind a trait object, or `Err(Domain)` when it belongs
 /// to another stack.
 #[inline]
@@ -53,13 +57,13 @@ pub(crate) fn downcast<T: 'static>(any: &dyn Any) -> Result<&T> {
 /// Entries a format-erased CQ read moves per call into a stack buffer.
 pub(crate) const CHUNK: usize = 16;
 
+/// What a blocking read waits for: the threshold and the timeout of `fi_cq_sread`.
+pub(crate) type Block = Option<(usize, Option<Duration>)>;
+
 /// Runs `step(offset, count, first)` over `cap` entries in chunks of at most [`CHUNK`]
 /// until a step returns fewer than asked, fails, or `cap` is reached. An error after some
 /// entries were read ends the read with those entries (the next read reports it).
-pub(crate) fn chunked(
-    cap: usize,
-    mut step: impl FnMut(usize, usize, bool) -> Result<usize>,
-) -> Result<usize> {
+fn chunked(cap: usize, mut step: impl FnMut(usize, usize, bool) -> Result<usize>) -> Result<usize> {
     let mut done = 0;
     loop {
         let want = (cap - done).min(CHUNK);
@@ -74,6 +78,28 @@ pub(crate) fn chunked(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A converting read of up to `cap` entries (at most `src.len()` with source addresses)
+/// through a stack buffer of `T`s, in chunks (see [`chunked`]): `read(buf, src, first)`
+/// fills the buffer and the chunk's source addresses, and `put(index, entry)` stores the
+/// read's entry `index` in the caller's format.
+pub(crate) fn through<T: Copy + Default>(
+    cap: usize,
+    mut src: Option<&mut [FiAddr]>,
+    mut read: impl FnMut(&mut [T], Option<&mut [FiAddr]>, bool) -> Result<usize>,
+    mut put: impl FnMut(usize, &T),
+) -> Result<usize> {
+    let cap = src.as_ref().map_or(cap, |s| cap.min(s.len()));
+    let mut tmp = [T::default(); CHUNK];
+    chunked(cap, |at, want, first| {
+        let src = src.as_deref_mut().map(|s| &mut s[at..at + want]);
+        let n = read(&mut tmp[..want], src, first)?;
+        for (i, e) in tmp[..n].iter().enumerate() {
+            put(at + i, e);
+        }
+        Ok(n)
+    })
 }
 
 /// Declares the methods of a method list (see [`tx_methods`]) in a trait.
@@ -581,6 +607,19 @@ impl<S: Config> SharedRxOps for SharedRx<S> {
 pub trait CqOps: Waitable {
     /// The CQ's entry format.
     fn format(&self) -> CqFormatKind;
+    /// `fi_cq_read` into tagged entries (with `src`: `fi_cq_readfrom`), the fields the
+    /// CQ's format lacks zero. `Err(Again)` when none, `Err(Avail)` when an error entry
+    /// waits. The stacks of [`Registry`](super::Registry) store tagged entries: their
+    /// reads land in `out` with no intermediate copy, which makes this the fast read.
+    fn read_tagged(&self, out: &mut [CqTaggedEntry], src: Option<&mut [FiAddr]>) -> Result<usize>;
+    /// `fi_cq_sread` (with `src`: `fi_cq_sreadfrom`) into tagged entries.
+    fn sread_tagged(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize>;
     /// `fi_cq_read` into format-independent completions: the fields the CQ's format lacks
     /// are zero. `Err(Again)` when none, `Err(Avail)` when an error entry waits.
     fn read_completions(&self, out: &mut [Completion]) -> Result<usize>;
@@ -615,24 +654,66 @@ pub trait CqOps: Waitable {
 
 type EntryOf<S> = <<S as Config>::Cq as CqFormat>::Entry;
 
-/// Reads `Cq<S>` entries through a stack buffer and converts them.
-fn read_converted<S: Config>(
-    out: &mut [Completion],
-    mut src: Option<&mut [FiAddr]>,
-    mut read: impl FnMut(&mut [EntryOf<S>], Option<&mut [FiAddr]>, bool) -> Result<usize>,
+/// The static read of `cq` that `src` (readfrom) and `block` (sread) select, into the
+/// stack's own entries.
+#[inline(always)]
+fn read_native<S: Config>(
+    cq: &Cq<S>,
+    out: &mut [EntryOf<S>],
+    src: Option<&mut [FiAddr]>,
+    block: Block,
 ) -> Result<usize> {
-    let cap = match &src {
-        Some(s) => out.len().min(s.len()),
-        None => out.len(),
-    };
-    let mut tmp = [EntryOf::<S>::default(); CHUNK];
-    chunked(cap, |at, want, first| {
-        let src = src.as_deref_mut().map(|s| &mut s[at..at + want]);
-        let n = read(&mut tmp[..want], src, first)?;
-        for (o, e) in out[at..at + n].iter_mut().zip(&tmp[..n]) {
-            *o = <S::Cq as CqFormat>::completion(e);
-        }
-        Ok(n)
+    match (src, block) {
+        (None, None) => cq.read(out),
+        (Some(s), None) => cq.read_from(out, s),
+        (None, Some((threshold, timeout))) => cq.sread(out, threshold, timeout),
+        (Some(s), Some((threshold, timeout))) => cq.sread_from(out, s, threshold, timeout),
+    }
+}
+
+/// A read of `cq` converted entry by entry (`put`), blocking in the first chunk only.
+fn read_converted<S: Config>(
+    cq: &Cq<S>,
+    cap: usize,
+    src: Option<&mut [FiAddr]>,
+    block: Block,
+    put: impl FnMut(usize, &EntryOf<S>),
+) -> Result<usize> {
+    through(
+        cap,
+        src,
+        |t, s, first| read_native(cq, t, s, block.filter(|_| first)),
+        put,
+    )
+}
+
+/// [`CqOps::read_tagged`] and [`CqOps::sread_tagged`] of a static CQ: the caller's
+/// entries are the stack's own when it stores tagged entries (every stack of
+/// [`Registry`](super::Registry)), converted otherwise.
+#[inline(always)]
+fn read_tagged<S: Config>(
+    cq: &Cq<S>,
+    out: &mut [CqTaggedEntry],
+    src: Option<&mut [FiAddr]>,
+    block: Block,
+) -> Result<usize> {
+    if let Some(native) = same_slice_mut::<CqTaggedEntry, EntryOf<S>>(out) {
+        return read_native(cq, native, src, block);
+    }
+    read_converted(cq, out.len(), src, block, |i, e| {
+        out[i] = CqTagged::make(&<S::Cq as CqFormat>::completion(e))
+    })
+}
+
+/// [`CqOps::read_completions`] and its variants on a static CQ.
+fn read_completions<S: Config>(
+    cq: &Cq<S>,
+    out: &mut [Completion],
+    src: Option<&mut [FiAddr]>,
+    block: Block,
+) -> Result<usize> {
+    read_converted(cq, out.len(), src, block, |i, e| {
+        out[i] = <S::Cq as CqFormat>::completion(e)
     })
 }
 
@@ -640,14 +721,23 @@ impl<S: Config> CqOps for Cq<S> {
     fn format(&self) -> CqFormatKind {
         <S::Cq as CqFormat>::KIND
     }
+    fn read_tagged(&self, out: &mut [CqTaggedEntry], src: Option<&mut [FiAddr]>) -> Result<usize> {
+        read_tagged(self, out, src, None)
+    }
+    fn sread_tagged(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        read_tagged(self, out, src, Some((threshold, timeout)))
+    }
     fn read_completions(&self, out: &mut [Completion]) -> Result<usize> {
-        read_converted::<S>(out, None, |t, _, _| Self::read(self, t))
+        read_completions(self, out, None, None)
     }
     fn read_completions_from(&self, out: &mut [Completion], src: &mut [FiAddr]) -> Result<usize> {
-        read_converted::<S>(out, Some(src), |t, s, _| match s {
-            Some(s) => Self::read_from(self, t, s),
-            None => Err(Error::Inval),
-        })
+        read_completions(self, out, Some(src), None)
     }
     fn sread_completions(
         &self,
@@ -655,13 +745,7 @@ impl<S: Config> CqOps for Cq<S> {
         threshold: usize,
         timeout: Option<Duration>,
     ) -> Result<usize> {
-        read_converted::<S>(out, None, |t, _, first| {
-            if first {
-                Self::sread(self, t, threshold, timeout)
-            } else {
-                Self::read(self, t)
-            }
-        })
+        read_completions(self, out, None, Some((threshold, timeout)))
     }
     fn sread_completions_from(
         &self,
@@ -670,11 +754,7 @@ impl<S: Config> CqOps for Cq<S> {
         threshold: usize,
         timeout: Option<Duration>,
     ) -> Result<usize> {
-        read_converted::<S>(out, Some(src), |t, s, first| match s {
-            Some(s) if first => Self::sread_from(self, t, s, threshold, timeout),
-            Some(s) => Self::read_from(self, t, s),
-            None => Err(Error::Inval),
-        })
+        read_completions(self, out, Some(src), Some((threshold, timeout)))
     }
     fn read_err(&self) -> Result<CqErrEntry> {
         Self::read_err(self)

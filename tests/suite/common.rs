@@ -441,6 +441,22 @@ impl<E> CqOps for DCq<E> {
     fn format(&self) -> CqFormatKind {
         CqOps::format(&self.cq)
     }
+    fn read_tagged(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+    ) -> fabric::Result<usize> {
+        self.cq.read_tagged(out, src)
+    }
+    fn sread_tagged(
+        &self,
+        out: &mut [CqTaggedEntry],
+        src: Option<&mut [FiAddr]>,
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> fabric::Result<usize> {
+        self.cq.sread_tagged(out, src, threshold, timeout)
+    }
     fn read_completions(&self, out: &mut [Completion]) -> fabric::Result<usize> {
         self.cq.read_completions(out)
     }
