@@ -874,22 +874,15 @@ fn mr_attrs<S: Tagged>() {
     );
 }
 
-/// The domain's counts: `ep_cnt` endpoints, `cq_cnt` CQs, `cntr_cnt` counters and
-/// `mr_cnt` regions open at once in one domain; scalable endpoints with
-/// `max_ep_tx_ctx`/`max_ep_rx_ctx` contexts (one more is `FI_EINVAL`); shared contexts
-/// (`max_ep_stx_ctx`/`max_ep_srx_ctx`).
+/// The domain's counts: `cq_cnt` CQs and `cntr_cnt` counters open at once in one
+/// domain; scalable endpoints with `max_ep_tx_ctx`/`max_ep_rx_ctx` contexts (one more
+/// is `FI_EINVAL`); shared contexts (`max_ep_stx_ctx`/`max_ep_srx_ctx`). `ep_cnt` and
+/// `mr_cnt` are [`domain_capacity`]'s.
 fn domain_counts<S: Tagged>() {
     let info = rdm::<S>();
     let d = &info.domain_attr;
     let fabric = Fabric::<S>::open(&info).unwrap();
     let dom = fabric.domain(&info).unwrap();
-    let eps: Vec<Endpoint<S>> = (0..d.ep_cnt)
-        .map(|k| {
-            dom.endpoint(&info)
-                .unwrap_or_else(|e| panic!("endpoint {k} of ep_cnt {}: {e}", d.ep_cnt))
-        })
-        .collect();
-    drop(eps);
     let small = CqAttr {
         size: 1,
         ..CqAttr::DEFAULT
@@ -905,17 +898,6 @@ fn domain_counts<S: Tagged>() {
         })
         .collect();
     drop(cntrs);
-    let mut mem = vec![0u8; d.mr_cnt];
-    let mrs: Vec<MemoryRegion<'_, S>> = mem
-        .chunks_mut(1)
-        .enumerate()
-        .map(|(k, b)| {
-            dom.mr_reg(b, &mr_attr(k as u64))
-                .unwrap_or_else(|e| panic!("mr {k}: {e}"))
-        })
-        .collect();
-    assert_eq!(mrs.len(), d.mr_cnt);
-    drop(mrs);
     let mut sinfo = info.clone();
     sinfo.ep_attr.tx_ctx_cnt = d.max_ep_tx_ctx;
     sinfo.ep_attr.rx_ctx_cnt = d.max_ep_rx_ctx;
@@ -932,6 +914,33 @@ fn domain_counts<S: Tagged>() {
     assert_eq!((d.max_ep_stx_ctx, d.max_ep_srx_ctx), (1, 1));
     dom.shared_tx(&info).unwrap();
     dom.shared_rx(&info).unwrap();
+}
+
+/// `ep_cnt` endpoints and `mr_cnt` regions (of one byte each) open at once in one
+/// domain. Opening that many takes long in debug builds: run with `--ignored`.
+fn domain_capacity<S: Tagged>() {
+    let info = rdm::<S>();
+    let d = &info.domain_attr;
+    let fabric = Fabric::<S>::open(&info).unwrap();
+    let dom = fabric.domain(&info).unwrap();
+    let eps: Vec<Endpoint<S>> = (0..d.ep_cnt)
+        .map(|k| {
+            dom.endpoint(&info)
+                .unwrap_or_else(|e| panic!("endpoint {k} of ep_cnt {}: {e}", d.ep_cnt))
+        })
+        .collect();
+    assert_eq!(eps.len(), d.ep_cnt);
+    drop(eps);
+    let mut mem = vec![0u8; d.mr_cnt];
+    let mrs: Vec<MemoryRegion<'_, S>> = mem
+        .chunks_mut(1)
+        .enumerate()
+        .map(|(k, b)| {
+            dom.mr_reg(b, &mr_attr(k as u64))
+                .unwrap_or_else(|e| panic!("mr {k}: {e}"))
+        })
+        .collect();
+    assert_eq!(mrs.len(), d.mr_cnt);
 }
 
 // ---------------------------------------------------------------------------------
@@ -1947,6 +1956,11 @@ macro_rules! per_provider {
                     super::$body::<fabric::Stack<$prov>>();
                 }
             )*
+            #[test]
+            #[ignore = "opens ep_cnt endpoints and mr_cnt regions: minutes in debug builds"]
+            fn domain_capacity() {
+                super::domain_capacity::<fabric::Stack<$prov>>();
+            }
             #[test]
             fn safe_auto() {
                 super::safe_auto::<fabric::Stack<$prov, fabric::ThreadSafe, fabric::Auto>>();
