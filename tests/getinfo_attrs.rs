@@ -1142,8 +1142,8 @@ fn sas<S: Tagged>(i: &Node<S>, t: &Node<S>, at: FiAddr) {
             }
             post(&mut bufs);
         }
-        for k in 0..msgs.len() {
-            assert_eq!(done(t, &[&i.domain], k).len, sizes[k], "SAS: message {k}");
+        for (k, &n) in sizes.iter().enumerate() {
+            assert_eq!(done(t, &[&i.domain], k).len, n, "SAS: message {k}");
         }
         done_all(i, &both, &(0..msgs.len()).collect::<Vec<_>>());
         assert!(bufs == msgs, "SAS: payloads");
@@ -1566,10 +1566,8 @@ fn element(k: Kind, e: usize, s: usize) -> Vec<u8> {
 /// with the target's new values and the fetched old ones checked against
 /// [`reference`]; an unsupported one is refused at once with `FI_EOPNOTSUPP`.
 fn atomics_sweep<S: Tagged>(i: &Node<S>, t: &Node<S>, at: FiAddr, mem: &dyn Mem) {
-    assert!(
-        cfg!(target_endian = "little"),
-        "the reference is little-endian"
-    );
+    // The reference encodes elements little-endian.
+    const { assert!(cfg!(target_endian = "little")) };
     let both = [&i.domain, &t.domain];
     let key = mem.key();
     let mut ctx = 1000;
@@ -1789,7 +1787,7 @@ fn shm_atomics_through_both_paths_lose_nothing() {
         k.say("GO");
     }
     // The ring process's messages are taken by receives kept posted here.
-    let mut bufs = vec![[0u8; 1]; 64];
+    let mut bufs = [[0u8; 1]; 64];
     for (k, b) in bufs.iter_mut().enumerate() {
         // SAFETY: `bufs` outlives the receives, canceled or completed below.
         unsafe { t.ep.trecv(b, FiAddr::UNSPEC, 1, 0, Context(k)) }.unwrap();
