@@ -357,7 +357,9 @@ impl std::error::Error for Mismatch {}
 /// What a provider whose transport carries the core protocol offers: every capability
 /// the core implements (messages, tagged, RMA, atomics, multi-receive, triggered
 /// operations, fences, RMA events, `FI_SOURCE`, directed receive, named receive
-/// contexts, shared AVs), strict ordering, resource management on, and the core's
+/// contexts, shared AVs), strict message ordering, completions in order on the receive
+/// side (not on the transmit side, where a send completes before an RMA or atomic
+/// posted earlier that waits for its answer), resource management on, and the core's
 /// limits. Providers fill in their name, version, sizes and endpoint count.
 ///
 /// ```
@@ -401,7 +403,9 @@ pub fn core_candidate(
         tx_attr: TxAttr {
             caps,
             msg_order: Order::STRICT,
-            comp_order: Order::STRICT,
+            // Sends complete when sent, RMA and atomics when the target answers: a
+            // send completes before a write posted earlier.
+            comp_order: Order::empty(),
             inject_size,
             size: 1024,
             iov_limit: crate::limits::IOV_LIMIT,

@@ -69,6 +69,10 @@ macro_rules! trigger_tx {
                 cntr: &Counter<S>,
                 threshold: u64,
             ) -> Result<()> {
+                // As `fi_atomicmsg`: no remote CQ data on atomics.
+                if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+                    return Err(Error::OpNotSupp);
+                }
                 let iov = [m.operand];
                 let r = atomic_req(AtomicClass::Base, &iov, &[], RawIov::EMPTY, m)?;
                 self.defer_tx(&r, flags, cntr, threshold)

@@ -1275,7 +1275,7 @@ fn atomic_errors<A: Api>() {
 }
 
 /// Fetching atomics on each path of the core's fetch entry: the direct one (a plain
-/// fetch, `FI_ATOMIC_READ`, remote CQ data, which the target ignores, and a vector
+/// fetch, `FI_ATOMIC_READ`, remote CQ data refused, and a vector
 /// longer than the target's small result buffer) and the generic one it hands
 /// `FI_FENCE` to (held behind a write in flight, then seeing what it wrote).
 fn atomic_fetch_paths<A: Api>() {
@@ -1328,8 +1328,12 @@ fn atomic_fetch_paths<A: Api>() {
         context: Context(3),
         data: 77,
     };
+    // The target has no completion for remote CQ data of an atomic: refused.
+    // SAFETY: refused, nothing posted.
+    let r = unsafe { a.ep.fetch_atomicmsg(&m, &mut res[..8], OpFlags::REMOTE_CQ_DATA) };
+    assert_eq!(r, Err(Error::OpNotSupp));
     // SAFETY: `res` outlives the nodes; read after the completion.
-    unsafe { a.ep.fetch_atomicmsg(&m, &mut res[..8], OpFlags::REMOTE_CQ_DATA) }.unwrap();
+    unsafe { a.ep.fetch_atomicmsg(&m, &mut res[..8], OpFlags::empty()) }.unwrap();
     let e = wait_ok(&a.cq, &[&b.domain]);
     check_entry(&e, Context(3), CqFlags::ATOMIC | CqFlags::READ, None, None, None);
     assert_eq!(res[..8], bytes(&[1u64])[..]);
@@ -1362,7 +1366,7 @@ fn atomic_fetch_paths<A: Api>() {
 }
 
 /// Base and compare atomics on each path of the core's one-segment entry: the direct
-/// one (plain calls, an inject, remote CQ data and `FI_DELIVERY_COMPLETE`, a compare
+/// one (plain calls, an inject, remote CQ data refused, `FI_DELIVERY_COMPLETE`, a compare
 /// that matches and one that does not) and the generic one it hands `FI_FENCE` to
 /// (held behind a write in flight, then seeing what it wrote; refused by the target
 /// with error entries, leaving the memory as it was).
@@ -1404,7 +1408,12 @@ fn atomic_base_compare_paths<A: Api>() {
         context: Context(4),
         data: 77,
     };
-    let dc = OpFlags::REMOTE_CQ_DATA | OpFlags::DELIVERY_COMPLETE;
+    // The target has no completion for remote CQ data of an atomic: refused.
+    assert_eq!(
+        a.ep.atomicmsg(&m, OpFlags::REMOTE_CQ_DATA),
+        Err(Error::OpNotSupp)
+    );
+    let dc = OpFlags::DELIVERY_COMPLETE;
     a.ep.atomicmsg(&m, dc).unwrap();
     check_entry(&wait_ok(&a.cq, &[&b.domain]), Context(4), atomic, None, None, None);
     a.ep.inject_atomic(&w(1), u, Sum, b_at_a, base + 8, key)

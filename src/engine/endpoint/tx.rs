@@ -50,15 +50,20 @@ impl<S: Config> EpInner<S> {
                 Op::Atomic => Caps::ATOMIC,
                 _ => return Err(Error::Inval),
             };
-            if !st.caps.contains(need) {
+            // Atomics with remote CQ data: see `post_amo`.
+            if !st.caps.contains(need)
+                || (r.op == Op::Atomic && flags.contains(OpFlags::REMOTE_CQ_DATA))
+            {
                 return Err(Error::OpNotSupp);
             }
             if r.iov.len() > IOV_LIMIT {
                 return Err(Error::Inval);
             }
             let len = payload_len(r);
+            // A read carries no payload: its size is the remote range's.
             if !FITS
                 && (len > st.max_msg_size
+                    || (r.op == Op::ReadReq && r.rma.len > st.max_msg_size)
                     || (flags.contains(OpFlags::INJECT) && len > st.inject_size))
             {
                 return Err(Error::MsgSize);
@@ -347,6 +352,11 @@ impl<S: Config> EpInner<S> {
         ctx: Context,
         flags: OpFlags,
     ) -> Result<()> {
+        // The target has no completion for an atomic to carry remote CQ data in:
+        // refused rather than dropped.
+        if data.is_some() {
+            return Err(Error::OpNotSupp);
+        }
         let one = [operand];
         // `FI_ATOMIC_READ` sends no operand (as the generic request).
         let iov: &[&[u8]] = if op == AtomicOp::AtomicRead {
