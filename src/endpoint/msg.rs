@@ -14,7 +14,7 @@ use crate::types::{Context, FiAddr};
 use super::request::{data_of, req};
 use super::{Endpoint, RxContext, TxContext};
 
-/// `struct fi_msg` for sends (`fi_sendmsg`, `fi_tsendmsg` use [`TaggedMsg`]).
+/// `struct fi_msg` for sends (`fi_sendmsg`, `fi_tsendmsg` use [`TaggedMsg`](super::TaggedMsg)).
 #[derive(Debug, Clone, Copy)]
 pub struct Msg<'a> {
     /// Gather list.
