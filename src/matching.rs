@@ -288,14 +288,10 @@ impl Node {
     }
 }
 
-fn push_back<T>(slab: &mut Slab<T>, list: &mut List, idx: u32, w: Which) {
-    let tail = list.tail;
-    if let Some(n) = slab.node_mut(idx) {
-        *n.link_mut(w) = Link {
-            prev: tail,
-            next: NIL,
-        };
-    }
+/// Makes the entry `idx`, just stored with `prev: tail, next: NIL` as its `w` link,
+/// the last of `list` (whose tail was `tail`).
+#[inline(always)]
+fn link_tail<T>(slab: &mut Slab<T>, list: &mut List, tail: u32, idx: u32, w: Which) {
     match slab.node_mut(tail) {
         Some(t) => t.link_mut(w).next = idx,
         None => list.head = idx,
@@ -439,24 +435,39 @@ impl<T> Queue<T> {
         } else {
             NIL
         };
+        // The entry goes last on its lists, so its links are known before it is
+        // stored: they are written with it, and only the old tails are touched after.
+        let list = match self.buckets.get_mut(bucket as usize) {
+            Some(b) => b,
+            None => &mut self.wild,
+        };
+        let tail = list.tail;
+        let all_tail = self.all.tail;
         let (idx, gen) = self.slab.insert(
             Node {
                 tag,
                 ignore,
                 src,
                 seq,
-                all: UNLINKED,
-                queue: UNLINKED,
+                all: if self.ordered {
+                    Link {
+                        prev: all_tail,
+                        next: NIL,
+                    }
+                } else {
+                    UNLINKED
+                },
+                queue: Link {
+                    prev: tail,
+                    next: NIL,
+                },
                 bucket,
             },
             val,
         );
+        link_tail(&mut self.slab, list, tail, idx, Which::Queue);
         if self.ordered {
-            push_back(&mut self.slab, &mut self.all, idx, Which::All);
-        }
-        match self.buckets.get_mut(bucket as usize) {
-            Some(b) => push_back(&mut self.slab, b, idx, Which::Queue),
-            None => push_back(&mut self.slab, &mut self.wild, idx, Which::Queue),
+            link_tail(&mut self.slab, &mut self.all, all_tail, idx, Which::All);
         }
         (idx, gen)
     }
