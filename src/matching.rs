@@ -501,7 +501,8 @@ impl<T> Queue<T> {
         };
         let Link { prev, next } = slot.node.queue;
         let bucket = slot.node.bucket;
-        slot.node.queue = UNLINKED;
+        // The vacant slot's queue link is left as it was: nothing reads it before
+        // `insert` writes the whole node again.
         slot.val = None;
         slot.node.all.next = slab.free;
         // Bumping the generation is what makes every outstanding handle stale.
