@@ -706,7 +706,8 @@ impl<R, U> Matcher<R, U> {
     /// # Panics
     ///
     /// Only on capacity overflow (more than `u32::MAX - 1` receives posted at once).
-    #[inline]
+    // Always inlined, like `Queue::insert`: the receive is then built in its place.
+    #[inline(always)]
     pub fn post(&mut self, tag: u64, ignore: u64, src: FiAddr, r: R) -> PostedId {
         if self.solo.is_none() && self.posted.len() == 0 {
             self.solo = Some(Solo {
