@@ -25,7 +25,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --example fastpath >/dev/null
-bin=target/release/examples/fastpath
+# Where cargo put it: a CARGO_TARGET_DIR of its own (as parallel builders use) or ./target.
+bin=${CARGO_TARGET_DIR:-target}/release/examples/fastpath
 mode=${1:-slice}
 threading=${2:-domain}
 lo=10000; hi=110000
