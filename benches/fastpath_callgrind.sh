@@ -25,6 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --example fastpath >/dev/null
+# Where cargo put it: a CARGO_TARGET_DIR of its own (as parallel builders use) or ./target.
 bin=${CARGO_TARGET_DIR:-target}/release/examples/fastpath
 mode=${1:-slice}
 threading=${2:-domain}

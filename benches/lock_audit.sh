@@ -11,6 +11,6 @@ n=100000
 cargo build --release --example fastpath >/dev/null
 out=$(mktemp)
 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out" \
-    target/release/examples/fastpath "$n" slice "$threading" >/dev/null 2>&1
+    "${CARGO_TARGET_DIR:-target}"/release/examples/fastpath "$n" slice "$threading" >/dev/null 2>&1
 python3 "$(dirname "$0")/locked_instructions.py" "$out" "$n"
 rm -f "$out"

@@ -474,7 +474,9 @@ impl Waiter {
     /// load of the fd flag and a pipe write only if the fd is not already
     /// signaled; with tokens alive, one atomic `fetch_add`. See the module docs for
     /// the store-buffer window. A no-op for `FI_WAIT_NONE`.
-    #[inline]
+    // Forced inline: a transport rings the doorbell on every send, and the call cost
+    // more than the few loads of the common case.
+    #[inline(always)]
     pub fn signal(&self) {
         if self.kind == WaitObj::None {
             return;

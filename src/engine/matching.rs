@@ -24,6 +24,12 @@
 //! * **unexpected messages**: the global arrival-order list (for wildcard receives) and
 //!   the per-tag bucket (for exact receives).
 //!
+//! A receive posted while no other is posted skips all of this: it is kept in a place
+//! of its own, tried before the lists (it is older than anything in them, since later
+//! receives go to the lists until both are empty again). A receive posted ahead of
+//! each message, one at a time (a ping-pong, a message-rate loop), never touches the
+//! slab, the buckets or the links.
+//!
 //! Handles ([`PostedId`], [`UnexpectedId`]) carry a slot index and a generation, so a
 //! handle to an entry that has been removed is rejected even after its slot was reused
 //! (until the slot's 32-bit generation wraps around).
@@ -292,14 +298,10 @@ impl Node {
     }
 }
 
-fn push_back<T>(slab: &mut Slab<T>, list: &mut List, idx: u32, w: Which) {
-    let tail = list.tail;
-    if let Some(n) = slab.node_mut(idx) {
-        *n.link_mut(w) = Link {
-            prev: tail,
-            next: NIL,
-        };
-    }
+/// Makes the entry `idx`, just stored with `prev: tail, next: NIL` as its `w` link,
+/// the last of `list` (whose tail was `tail`).
+#[inline(always)]
+fn link_tail<T>(slab: &mut Slab<T>, list: &mut List, tail: u32, idx: u32, w: Which) {
     match slab.node_mut(tail) {
         Some(t) => t.link_mut(w).next = idx,
         None => list.head = idx,
@@ -443,24 +445,39 @@ impl<T> Queue<T> {
         } else {
             NIL
         };
+        // The entry goes last on its lists, so its links are known before it is
+        // stored: they are written with it, and only the old tails are touched after.
+        let list = match self.buckets.get_mut(bucket as usize) {
+            Some(b) => b,
+            None => &mut self.wild,
+        };
+        let tail = list.tail;
+        let all_tail = self.all.tail;
         let (idx, gen) = self.slab.insert(
             Node {
                 tag,
                 ignore,
                 src,
                 seq,
-                all: UNLINKED,
-                queue: UNLINKED,
+                all: if self.ordered {
+                    Link {
+                        prev: all_tail,
+                        next: NIL,
+                    }
+                } else {
+                    UNLINKED
+                },
+                queue: Link {
+                    prev: tail,
+                    next: NIL,
+                },
                 bucket,
             },
             val,
         );
+        link_tail(&mut self.slab, list, tail, idx, Which::Queue);
         if self.ordered {
-            push_back(&mut self.slab, &mut self.all, idx, Which::All);
-        }
-        match self.buckets.get_mut(bucket as usize) {
-            Some(b) => push_back(&mut self.slab, b, idx, Which::Queue),
-            None => push_back(&mut self.slab, &mut self.wild, idx, Which::Queue),
+            link_tail(&mut self.slab, &mut self.all, all_tail, idx, Which::All);
         }
         (idx, gen)
     }
@@ -494,7 +511,8 @@ impl<T> Queue<T> {
         };
         let Link { prev, next } = slot.node.queue;
         let bucket = slot.node.bucket;
-        slot.node.queue = UNLINKED;
+        // The vacant slot's queue link is left as it was: nothing reads it before
+        // `insert` writes the whole node again.
         slot.val = None;
         slot.node.all.next = slab.free;
         // Bumping the generation is what makes every outstanding handle stale.
@@ -617,10 +635,40 @@ impl<T> Queue<T> {
 /// `drain_*` close-path functions.
 pub struct Matcher<R, U> {
     posted: Queue<R>,
+    /// A receive posted while no other was: then it is the oldest of all, and stays so
+    /// (later ones go to `posted`, and a new one comes here only once both are empty),
+    /// so it is tried first and needs none of the lists' bookkeeping. A receive posted
+    /// ahead of each message, one at a time, never leaves it. Its handle is
+    /// `PostedId { idx: NIL, gen: solo_gen }`: `NIL` names no slot.
+    solo: Option<Solo<R>>,
+    /// Bumped each time `solo` is vacated, so that its old handles are stale.
+    solo_gen: u32,
     unexpected: Queue<U>,
     /// Entries examined by the last `match_*` call (test instrumentation).
     #[cfg(test)]
     last_examined: usize,
+}
+
+/// The receive in [`Matcher::solo`] with what it accepts.
+struct Solo<R> {
+    tag: u64,
+    ignore: u64,
+    src: FiAddr,
+    val: R,
+}
+
+impl<R> Solo<R> {
+    #[inline(always)]
+    fn accepts(&self, tag: u64, src: FiAddr) -> bool {
+        tag_accepts(self.tag, self.ignore, tag) && src_accepts(self.src, src)
+    }
+
+    /// Whether the lists would have looked at it for `tag` (its bucket, or the
+    /// wildcard list): what `last_examined` counts, as before it had a place of its own.
+    #[cfg(test)]
+    fn examined_for(&self, tag: u64) -> usize {
+        usize::from(self.ignore != 0 || self.tag == tag)
+    }
 }
 
 impl<R, U> Default for Matcher<R, U> {
@@ -649,6 +697,8 @@ impl<R, U> Matcher<R, U> {
     pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
         Self {
             posted: Queue::with_capacity(posted, false),
+            solo: None,
+            solo_gen: 0,
             unexpected: Queue::with_capacity(unexpected, true),
             #[cfg(test)]
             last_examined: 0,
@@ -661,10 +711,39 @@ impl<R, U> Matcher<R, U> {
     /// # Panics
     ///
     /// Only on capacity overflow (more than `u32::MAX - 1` receives posted at once).
-    #[inline]
+    // Always inlined, like `Queue::insert`: the receive is then built in its place.
+    #[inline(always)]
     pub fn post(&mut self, tag: u64, ignore: u64, src: FiAddr, r: R) -> PostedId {
+        if self.solo.is_none() && self.posted.len() == 0 {
+            self.solo = Some(Solo {
+                tag,
+                ignore,
+                src,
+                val: r,
+            });
+            return PostedId {
+                idx: NIL,
+                gen: self.solo_gen,
+            };
+        }
         let (idx, gen) = self.posted.insert(tag, ignore, src, r);
         PostedId { idx, gen }
+    }
+
+    /// The solo receive, if `id` names it (and is not stale).
+    #[inline]
+    fn solo_of(&self, id: PostedId) -> Option<&Solo<R>> {
+        self.solo
+            .as_ref()
+            .filter(|_| id.idx == NIL && id.gen == self.solo_gen)
+    }
+
+    /// Vacates the solo receive, making its handles stale.
+    #[inline]
+    fn take_solo(&mut self) -> Option<R> {
+        let s = self.solo.take()?;
+        self.solo_gen = self.solo_gen.wrapping_add(1);
+        Some(s.val)
     }
 
     /// The OLDEST posted receive (post order across exact and wildcard receives) that
@@ -692,34 +771,54 @@ impl<R, U> Matcher<R, U> {
         src: FiAddr,
         f: impl FnOnce(&mut R) -> (bool, X),
     ) -> Option<X> {
-        let q = &mut self.posted;
-        // The lane: with no wildcard receive posted, the oldest receive that accepts
-        // the message is the first in its tag's bucket that accepts its source (usually
-        // the head); no sequence numbers to compare.
-        let (idx, _steps) = if q.wild.head == NIL {
-            let mut steps = 0;
-            let b = q.find_bucket(tag)?;
-            let mut cur = q.buckets.get(b as usize)?.head;
-            loop {
-                let n = q.slab.node(cur)?;
-                steps += 1;
-                if src_accepts(n.src, src) {
-                    break (cur, steps);
-                }
-                cur = n.queue.next;
-            }
+        // `NIL` for the solo receive. One call of `f` for both: it is usually inlined,
+        // and two copies of it made the caller's code larger and slower.
+        let (idx, _steps) = if self.solo.as_ref().is_some_and(|s| s.accepts(tag, src)) {
+            (NIL, 1)
         } else {
-            let (found, steps) = self.find_posted(tag, src);
-            (found?.idx, steps)
+            #[cfg(test)]
+            let solo_steps = self.solo.as_ref().map_or(0, |s| s.examined_for(tag));
+            let q = &mut self.posted;
+            // The lane: with no wildcard receive posted, the oldest receive that
+            // accepts the message is the first in its tag's bucket that accepts its
+            // source (usually the head); no sequence numbers to compare.
+            if q.wild.head == NIL {
+                let mut steps = 0;
+                let b = q.find_bucket(tag)?;
+                let mut cur = q.buckets.get(b as usize)?.head;
+                #[cfg(test)]
+                {
+                    steps += solo_steps;
+                }
+                loop {
+                    let n = q.slab.node(cur)?;
+                    steps += 1;
+                    if src_accepts(n.src, src) {
+                        break (cur, steps);
+                    }
+                    cur = n.queue.next;
+                }
+            } else {
+                let (found, steps) = self.find_posted(tag, src);
+                (found?.idx, steps)
+            }
         };
         #[cfg(test)]
         {
             self.last_examined = _steps;
         }
-        let q = &mut self.posted;
-        let (done, x) = f(q.slab.slots.get_mut(idx as usize)?.val.as_mut()?);
+        let r = if idx == NIL {
+            &mut self.solo.as_mut()?.val
+        } else {
+            self.posted.slab.slots.get_mut(idx as usize)?.val.as_mut()?
+        };
+        let (done, x) = f(r);
         if done {
-            q.take_linked(idx);
+            if idx == NIL {
+                self.take_solo();
+            } else {
+                self.posted.take_linked(idx);
+            }
         }
         Some(x)
     }
@@ -728,13 +827,29 @@ impl<R, U> Matcher<R, U> {
     #[inline]
     #[cfg(test)]
     pub fn discard_posted(&mut self, id: PostedId) -> bool {
+        if self.solo_of(id).is_some() {
+            return self.take_solo().is_some();
+        }
         self.posted.discard(id.idx, id.gen)
     }
 
     #[inline]
     fn find_posted(&self, tag: u64, src: FiAddr) -> (Option<PostedId>, usize) {
-        let q = &self.posted;
         let mut steps = 0;
+        if let Some(s) = &self.solo {
+            if s.accepts(tag, src) {
+                let id = PostedId {
+                    idx: NIL,
+                    gen: self.solo_gen,
+                };
+                return (Some(id), 1);
+            }
+            #[cfg(test)]
+            {
+                steps += s.examined_for(tag);
+            }
+        }
+        let q = &self.posted;
         let mut best = q.first_in_bucket(tag, &mut steps, |n| src_accepts(n.src, src));
         let mut cur = q.wild.head;
         while let Some(n) = q.slab.node(cur) {
@@ -761,6 +876,9 @@ impl<R, U> Matcher<R, U> {
     #[inline]
     #[cfg(test)]
     pub fn posted(&self, id: PostedId) -> Option<&R> {
+        if let Some(s) = self.solo_of(id) {
+            return Some(&s.val);
+        }
         self.posted.slab.get(id.idx, id.gen)
     }
 
@@ -768,6 +886,9 @@ impl<R, U> Matcher<R, U> {
     #[inline]
     #[cfg(test)]
     pub fn posted_mut(&mut self, id: PostedId) -> Option<&mut R> {
+        if self.solo_of(id).is_some() {
+            return self.solo.as_mut().map(|s| &mut s.val);
+        }
         self.posted.slab.get_mut(id.idx, id.gen)
     }
 
@@ -775,6 +896,9 @@ impl<R, U> Matcher<R, U> {
     #[inline]
     #[cfg(test)]
     pub fn posted_meta(&self, id: PostedId) -> Option<(u64, u64, FiAddr)> {
+        if let Some(s) = self.solo_of(id) {
+            return Some((s.tag, s.ignore, s.src));
+        }
         self.posted
             .slab
             .live(id.idx, id.gen)
@@ -785,12 +909,18 @@ impl<R, U> Matcher<R, U> {
     #[inline]
     #[cfg(test)]
     pub fn remove_posted(&mut self, id: PostedId) -> Option<R> {
+        if self.solo_of(id).is_some() {
+            return self.take_solo();
+        }
         self.posted.remove(id.idx, id.gen)
     }
 
     /// Removes the oldest posted receive for which `pred` is true (used by
     /// cancel-by-context). Linear in the number of posted receives.
     pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
+        if self.solo.as_ref().is_some_and(|s| pred(&s.val)) {
+            return self.take_solo();
+        }
         let q = &self.posted;
         let (idx, gen) = q
             .slab
@@ -806,7 +936,7 @@ impl<R, U> Matcher<R, U> {
     /// Number of posted receives.
     #[inline]
     pub fn posted_len(&self) -> usize {
-        self.posted.len()
+        self.posted.len() + usize::from(self.solo.is_some())
     }
 
     /// Appends an unexpected message (arrival order). `src` may be `FiAddr::NOTAVAIL`
@@ -906,7 +1036,9 @@ impl<R, U> Matcher<R, U> {
     /// Removes and returns every posted receive, oldest first (endpoint close cancels them
     /// all). Outstanding [`PostedId`]s become stale; slots and table capacity are kept.
     pub fn drain_posted(&mut self) -> Vec<R> {
-        self.posted.drain()
+        let solo = self.take_solo();
+        let rest = self.posted.drain();
+        solo.into_iter().chain(rest).collect()
     }
 
     /// Removes and returns every unexpected message in arrival order. Outstanding
@@ -1214,6 +1346,45 @@ mod tests {
         assert_eq!(m.deliver(5, A, |r| (true, *r)), None);
         assert_eq!(m.deliver(9, B, |r| (true, *r)), Some(7));
         assert_eq!(m.posted_len(), 0);
+        m.check_invariants();
+    }
+
+    #[test]
+    fn solo_receive_stays_oldest_and_its_handles_go_stale() {
+        let mut m = M::new();
+        // Posted into an empty matcher: the solo place.
+        let first = m.post(5, 0, ANY, 1);
+        assert_eq!(first.idx, NIL);
+        let second = m.post(0, !0, ANY, 2);
+        assert_ne!(second.idx, NIL);
+        assert_eq!(m.posted_len(), 2);
+        assert_eq!(m.posted_meta(first), Some((5, 0, ANY)));
+        // Oldest first, whether the lists hold wildcards or not.
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(1));
+        assert_eq!(m.posted(first), None);
+        assert!(!m.discard_posted(first));
+        // With a receive still in the lists, a new one goes behind it, not solo.
+        let third = m.post(5, 0, ANY, 3);
+        assert_ne!(third.idx, NIL);
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(2));
+        assert_eq!(m.deliver(5, A, |r| (true, *r)), Some(3));
+        assert_eq!(m.posted_len(), 0);
+        // Once all are gone the next one is solo again, under a fresh handle.
+        let again = m.post(5, 0, ANY, 4);
+        assert_eq!(again.idx, NIL);
+        assert_ne!(again, first);
+        assert_eq!(m.posted(first), None);
+        assert_eq!(m.posted(again), Some(&4));
+        *m.posted_mut(again).unwrap() = 40;
+        // Not finished: it stays, in place.
+        assert_eq!(m.deliver(5, A, |r| (false, *r)), Some(40));
+        assert_eq!(m.match_posted(6, A), None);
+        assert_eq!(m.cancel_posted(|&v| v == 40), Some(40));
+        assert_eq!(m.posted(again), None);
+        m.post(1, 0, B, 7);
+        m.post(1, 0, ANY, 8);
+        assert_eq!(m.deliver(1, A, |r| (true, *r)), Some(8));
+        assert_eq!(m.drain_posted(), vec![7]);
         m.check_invariants();
     }
 

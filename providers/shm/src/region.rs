@@ -433,15 +433,22 @@ impl Region {
     /// CPU's cache. The poll loop asks for it beside each look at the next cell, so
     /// when a packet of two cells lands both lines travel at once instead of the
     /// second one only after the first was seen. A hint: nothing is read.
+    ///
+    /// The line fetched is the one right behind the cell at `pos`, not the ring's next
+    /// position: the same address as [`Self::cell_at`]'s plus one cell, which the
+    /// compiler derives from it instead of masking again. At the ring's last cell that
+    /// line lies past the ring, a useless but harmless hint (packets never wrap, so
+    /// none continues at cell 0).
     #[inline(always)]
     pub fn prefetch_next(&self, ch: &Chan, pos: u64) {
         #[cfg(target_arch = "x86_64")]
         {
             use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let off = ch.cells + ((pos.wrapping_add(1) & ch.mask) as usize) * CELL;
+            let off = ch.cells + ((pos & ch.mask) as usize) * CELL + CELL;
             // SAFETY: a prefetch never faults and reads nothing into the program; the
             // address is formed with `wrapping_add`, so no in-bounds claim is made
-            // (it is in bounds for a `ch` of this region, as in `cell_at`).
+            // (it is in bounds for a `ch` of this region except behind the ring's last
+            // cell, where it may point past the ring or the mapping).
             unsafe { _mm_prefetch::<_MM_HINT_T0>(self.map.ptr().wrapping_add(off).cast()) }
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -1224,8 +1224,10 @@ impl Transport for ShmEp {
             }
             loop {
                 let CellAt { off, word, avail } = r.cell_at(&ch.at, ch.head);
-                let w = word.load(Ordering::Acquire);
+                // Before the load, which would make the compiler read the position
+                // again and recompute the address it shares with `cell_at`.
                 r.prefetch_next(&ch.at, ch.head);
+                let w = word.load(Ordering::Acquire);
                 if w as u32 != cell::stamp(ch.head) {
                     break;
                 }

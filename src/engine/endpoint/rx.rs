@@ -44,7 +44,9 @@ impl<S: Config> EpInner<S> {
                 FiAddr::UNSPEC
             };
             if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM) {
-                return peek_claim(st, r, src, flags);
+                // A copy, so that `r` never escapes: the request then stays in
+                // registers and the receive is built straight into its matcher slot.
+                return peek_claim(st, *r, src, flags);
             }
             let want = !st.bind.selective || flags.contains(OpFlags::COMPLETION);
             if let Some(cq) = &st.bind.cq {
@@ -502,12 +504,9 @@ fn finish_recv<S: Config>(
 }
 
 /// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` on tagged receives.
-fn peek_claim<S: Config>(
-    st: &mut RxState<S>,
-    r: &RxReq,
-    src: FiAddr,
-    flags: OpFlags,
-) -> Result<()> {
+#[cold]
+#[inline(never)]
+fn peek_claim<S: Config>(st: &mut RxState<S>, r: RxReq, src: FiAddr, flags: OpFlags) -> Result<()> {
     if !r.tagged {
         return Err(Error::BadFlags);
     }
