@@ -732,6 +732,7 @@ impl<R, U> Matcher<R, U> {
 
     /// The solo receive, if `id` names it (and is not stale).
     #[inline]
+    #[cfg(test)]
     fn solo_of(&self, id: PostedId) -> Option<&Solo<R>> {
         self.solo
             .as_ref()
