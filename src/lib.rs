@@ -132,7 +132,9 @@ pub use error::{Error, Result};
 pub use eventq::{EqEntry, EqErrEntry, EqEvent};
 pub use info::{Hints, Info};
 pub use mr::{MemoryRegion, MrDesc};
-pub use provider::{Fits, InjectFits, NoPull, Payload, Provider, Pull, Sink, Transport};
+pub use provider::{
+    Fits, InjectFits, NoPull, Payload, Provider, Pull, SharedBytes, Sink, Transport,
+};
 pub use ring::CqErrEntry;
 pub use types::{Context, FiAddr, MrKey};
 pub use wait::{trywait, PollSet, WaitSet, Waitable};

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::atomic;
 use crate::error::{Error, Result};
-use crate::provider::{Payload, Pull};
+use crate::provider::{Payload, Pull, SharedBytes};
 
 /// Most scatter-gather entries per operation (`iov_limit`).
 pub const IOV_LIMIT: usize = 4;
@@ -89,20 +89,21 @@ impl RawIov {
         r
     }
 
-    /// Copies `src` (a gather list) into the buffers, returning the bytes copied
-    /// (at most `self.len()`).
+    /// Copies `src` into the buffers, returning the bytes copied (at most
+    /// `self.len()`). `src` may be memory another process writes (a packet in a
+    /// shared ring, a peer's segment): it is read through raw pointers only.
     ///
     /// # Safety
     /// Every recorded buffer must still be valid for writes and not aliased by any live
     /// Rust reference: the contract of the posting call that recorded it.
     #[inline(always)]
-    pub unsafe fn fill(&self, src: &[&[u8]]) -> usize {
-        if let ([s], 1) = (src, self.n) {
-            // The common case: one buffer, one source.
+    pub unsafe fn fill(&self, src: SharedBytes<'_>) -> usize {
+        if self.n == 1 {
+            // The common case: one buffer.
             let (p, l) = self.segs[0];
-            let n = l.min(s.len());
+            let n = l.min(src.len());
             // SAFETY: as below, with `n <= l`.
-            unsafe { copy_bytes(s.as_ptr(), p as *mut u8, n) };
+            unsafe { copy_bytes(src.as_ptr(), p as *mut u8, n) };
             return n;
         }
         // SAFETY: forwarded contract.
@@ -116,7 +117,7 @@ impl RawIov {
     /// # Safety
     /// As [`RawIov::fill`].
     #[inline(always)]
-    pub unsafe fn fill_at(&self, skip: usize, src: &[&[u8]]) -> usize {
+    pub unsafe fn fill_at(&self, skip: usize, src: SharedBytes<'_>) -> usize {
         // SAFETY (both): forwarded contract.
         if skip == 0 {
             unsafe { self.fill(src) }
@@ -125,32 +126,24 @@ impl RawIov {
         }
     }
 
-    /// The general case of [`RawIov::fill`]: several buffers or sources.
+    /// The general case of [`RawIov::fill`]: several buffers (or none).
     ///
     /// # Safety
     /// As [`RawIov::fill`].
     #[inline(never)]
-    unsafe fn fill_many(&self, src: &[&[u8]]) -> usize {
+    unsafe fn fill_many(&self, src: SharedBytes<'_>) -> usize {
         let mut copied = 0;
-        let mut di = 0;
-        let mut doff = 0;
-        for s in src {
-            let mut s: &[u8] = s;
-            while !s.is_empty() && di < self.n as usize {
-                let (p, l) = self.segs[di];
-                let n = (l - doff).min(s.len());
-                // SAFETY: (p, l) was recorded from a `&mut [u8]` whose validity the caller
-                // guarantees; `doff + n <= l` keeps the write inside it, and `s` is a
-                // separate shared slice so the ranges do not overlap.
-                unsafe { copy_bytes(s.as_ptr(), (p + doff) as *mut u8, n) };
-                copied += n;
-                doff += n;
-                s = &s[n..];
-                if doff == l {
-                    di += 1;
-                    doff = 0;
-                }
+        for &(p, l) in &self.segs[..self.n as usize] {
+            let n = l.min(src.len() - copied);
+            if n == 0 {
+                break;
             }
+            // SAFETY: (p, l) was recorded from a `&mut [u8]` whose validity the caller
+            // guarantees, and `n <= l`; `copied + n <= src.len()` bytes of `src` are
+            // readable (`SharedBytes`), and they are not the caller's buffers, which
+            // no one else may reach, so the ranges do not overlap.
+            unsafe { copy_bytes(src.as_ptr().add(copied), p as *mut u8, n) };
+            copied += n;
         }
         copied
     }
@@ -166,7 +159,7 @@ impl RawIov {
     pub unsafe fn fill_payload<R: Pull>(&self, src: Payload<'_, R>) -> (usize, Result<()>) {
         match src {
             // SAFETY: forwarded contract.
-            Payload::Inline(s) => (unsafe { self.fill(&[s]) }, Ok(())),
+            Payload::Inline(s) => (unsafe { self.fill(s) }, Ok(())),
             // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
             // SAFETY: forwarded contract.
             Payload::Remote(r) => unsafe { self.fill_remote(r, r.len()) },
@@ -551,7 +544,7 @@ mod tests {
         let iov = RawIov::many(&mut [&mut a[..], &mut b[..]]).unwrap();
         assert_eq!(iov.len(), 7);
         // SAFETY: a and b outlive the call and are not otherwise borrowed.
-        let n = unsafe { iov.fill(&[b"hel", b"lo world"]) };
+        let n = unsafe { iov.fill(b"hello world".into()) };
         assert_eq!(n, 7);
         assert_eq!(&a, b"hel");
         assert_eq!(&b, b"lo w");
@@ -579,7 +572,7 @@ mod tests {
             let mut buf = [0u8; 24];
             let iov = RawIov::one(&mut buf[..n.min(24)]);
             // SAFETY: `buf` outlives the call and is not otherwise borrowed.
-            let got = unsafe { iov.fill(&[&src[..n]]) };
+            let got = unsafe { iov.fill(src[..n].into()) };
             assert_eq!(got, n.min(24));
             assert_eq!(&buf[..got], &src[..got]);
         }
@@ -629,7 +622,7 @@ mod tests {
         assert_eq!(&a, b"REM");
         // Inline payloads are plain copies.
         // SAFETY: as above.
-        let (n, r) = unsafe { iov.fill_payload(Payload::<Flaky<'_>>::Inline(b"xy")) };
+        let (n, r) = unsafe { iov.fill_payload(Payload::<Flaky<'_>>::Inline(b"xy".into())) };
         assert_eq!((n, r), (2, Ok(())));
         assert_eq!(&a, b"xyM");
     }

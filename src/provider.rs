@@ -198,7 +198,8 @@ pub trait Transport: Send + Sync + 'static {
     ///
     /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
     /// atomic replaced were handed to `out` in order, in one or more pieces that
-    /// together make exactly the result (`req.len` bytes). [`Direct::Failed`]: the
+    /// together make exactly the result (`req.len` bytes): [`SharedBytes`], since read
+    /// data comes straight from memory the target process may be writing. [`Direct::Failed`]: the
     /// target's checks refused it, with the error the target would have answered
     /// (`KeyRejected`, `Access`, `Fault`, ...), and target memory is unchanged.
     /// [`Direct::Declined`]: send it as a packet.
@@ -208,7 +209,7 @@ pub trait Transport: Send + Sync + 'static {
     /// is [`Direct::Held`] if the operation would be handled here, else `Declined`.
     /// Only called when [`DIRECT`](Self::DIRECT) is true.
     #[inline]
-    fn direct<F: FnMut(&[u8])>(
+    fn direct<F: FnMut(SharedBytes<'_>)>(
         &self,
         tx: &mut Self::Sender,
         to: &Self::Peer,
@@ -240,7 +241,7 @@ pub trait Transport: Send + Sync + 'static {
             to,
             &DirectReq::write(addr, key, &payload),
             false,
-            |_: &[u8]| {},
+            |_: SharedBytes<'_>| {},
         )
     }
     /// Installs the waiter to signal when a packet arrives (for blocking waits).
@@ -276,7 +277,7 @@ pub trait Sink<R> {
     /// `packet(&m.header(), src, Payload::Inline(payload))`, which is what the default
     /// does.
     #[inline]
-    fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
+    fn eager(&mut self, m: &Eager, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.packet(&m.header(), src, Payload::Inline(payload))
     }
     /// A response to one of this endpoint's requests that travelled in a short form,
@@ -285,7 +286,7 @@ pub trait Sink<R> {
     /// `packet(&r.header(payload.len()), src, Payload::Inline(payload))`, which is what
     /// the default does.
     #[inline]
-    fn response(&mut self, r: &Response, src: &[u8], payload: &[u8]) -> bool {
+    fn response(&mut self, r: &Response, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
     }
     /// Whether the CQ read that runs this poll has all the entries it asked for: the
@@ -407,10 +408,175 @@ impl Pull for NoPull {
     }
 }
 
+pub use shared::SharedBytes;
+
+/// The one view of memory another process may write while we read it.
+mod shared {
+    // `unsafe` here only: the view reads bytes through raw pointers, never through a
+    // Rust reference, whose immutability a writing peer would break.
+    #![allow(unsafe_code)]
+
+    use core::marker::PhantomData;
+    use core::mem::MaybeUninit;
+
+    use crate::error::{Error, Result};
+
+    /// `len` bytes that stay readable for `'a` but that another process (or another
+    /// thread) may change at any time: a packet in a shared-memory ring, a peer's
+    /// published segment. Unlike `&'a [u8]`, holding one asserts nothing about the
+    /// bytes staying unchanged, so a peer writing them while we hold it breaks no rule
+    /// of the language: they are only ever copied out ([`copy_to`](Self::copy_to),
+    /// [`read`](Self::read), ...), and what was copied is then checked like any other
+    /// input from a peer.
+    ///
+    /// There is deliberately no way back to a slice. Safe code builds one from a slice
+    /// (`From<&[u8]>`, ordinary memory a borrow keeps unchanged); a provider builds one
+    /// over shared memory with [`SharedBytes::new`], whose contract it upholds.
+    #[derive(Clone, Copy)]
+    pub struct SharedBytes<'a> {
+        ptr: *const u8,
+        len: usize,
+        _life: PhantomData<&'a [u8]>,
+    }
+
+    impl<'a> SharedBytes<'a> {
+        /// A view of the `len` bytes at `ptr`.
+        ///
+        /// # Safety
+        /// `ptr..ptr + len` must be readable memory, and stay so for `'a` (a mapping
+        /// that is not unmapped, shrunk or made inaccessible while `'a` lasts), with
+        /// `len <= isize::MAX`. Its bytes may change at any time: nothing else is
+        /// required of them.
+        #[inline(always)]
+        pub unsafe fn new(ptr: *const u8, len: usize) -> SharedBytes<'a> {
+            SharedBytes {
+                ptr,
+                len,
+                _life: PhantomData,
+            }
+        }
+
+        /// Bytes in view.
+        #[inline(always)]
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        /// Whether the view is empty.
+        #[inline(always)]
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+
+        /// Address of the first byte: `len()` bytes there are readable for `'a` (they
+        /// may change at any time, so they must be read through raw pointers only).
+        #[inline(always)]
+        pub fn as_ptr(&self) -> *const u8 {
+            self.ptr
+        }
+
+        /// The bytes `off..off + len` of the view, if it has them.
+        #[inline(always)]
+        pub fn get(&self, off: usize, len: usize) -> Option<SharedBytes<'a>> {
+            if off > self.len || len > self.len - off {
+                return None;
+            }
+            // SAFETY: a sub-range (checked above) of a range readable for `'a`.
+            Some(unsafe { SharedBytes::new(self.ptr.add(off), len) })
+        }
+
+        /// Copies bytes `off..off + dst.len()` into `dst`; `Err(Io)` when the view does
+        /// not have them (nothing copied). Never panics.
+        #[inline(always)]
+        pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+            if off > self.len || dst.len() > self.len - off {
+                return Err(Error::Io);
+            }
+            // SAFETY: the source is in the view (checked above), readable for `'a`;
+            // `dst` is memory of ours that no one else can reach while we hold it
+            // mutably, so the ranges do not overlap. Bytes changed by a peer during the
+            // copy only change the values copied.
+            unsafe { crate::mem::copy_bytes(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+            Ok(())
+        }
+
+        /// The `N` bytes at `off`, copied out (a field of a header in shared memory,
+        /// parsed from the copy), if the view has them.
+        #[inline(always)]
+        pub fn read<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
+            let mut b = [0u8; N];
+            self.copy_to(off, &mut b).ok()?;
+            Some(b)
+        }
+
+        /// Copies the whole view into the start of `buf` and returns that copy; `None`
+        /// (nothing copied) when `buf` is shorter. `buf` need not be initialized: a
+        /// caller with a large stack buffer of which only a few bytes are used pays
+        /// for no zeroing.
+        #[inline(always)]
+        pub fn read_into<'b>(&self, buf: &'b mut [MaybeUninit<u8>]) -> Option<&'b [u8]> {
+            let dst = buf.get_mut(..self.len)?;
+            // SAFETY: `dst` is `len` writable bytes of ours, the source `len` readable
+            // bytes of the view, not overlapping (as in `copy_to`); once written, all
+            // `len` bytes of `dst` are initialized, so they can be read as `[u8]`.
+            unsafe {
+                crate::mem::copy_bytes(self.ptr, dst.as_mut_ptr().cast(), self.len);
+                Some(core::slice::from_raw_parts(dst.as_ptr().cast(), self.len))
+            }
+        }
+
+        /// Appends the bytes to `v` (allocating only if `v` lacks the capacity).
+        #[inline]
+        pub fn append_to(&self, v: &mut Vec<u8>) {
+            v.reserve(self.len);
+            let at = v.len();
+            // SAFETY: `reserve` left room for `len` bytes past `at`; the source is the
+            // view, which `v`'s own memory does not overlap (a view over `v` would be
+            // a borrow of it, and `v` is borrowed mutably). After the copy those bytes
+            // are initialized, so the length may cover them.
+            unsafe {
+                crate::mem::copy_bytes(self.ptr, v.as_mut_ptr().add(at), self.len);
+                v.set_len(at + self.len);
+            }
+        }
+
+        /// The bytes, copied into a new vector.
+        pub fn to_vec(&self) -> Vec<u8> {
+            let mut v = Vec::new();
+            self.append_to(&mut v);
+            v
+        }
+    }
+
+    impl<'a> From<&'a [u8]> for SharedBytes<'a> {
+        #[inline(always)]
+        fn from(s: &'a [u8]) -> SharedBytes<'a> {
+            // SAFETY: a slice is readable for its lifetime, and `len <= isize::MAX`.
+            unsafe { SharedBytes::new(s.as_ptr(), s.len()) }
+        }
+    }
+
+    impl<'a, const N: usize> From<&'a [u8; N]> for SharedBytes<'a> {
+        #[inline(always)]
+        fn from(s: &'a [u8; N]) -> SharedBytes<'a> {
+            SharedBytes::from(&s[..])
+        }
+    }
+
+    impl core::fmt::Debug for SharedBytes<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("SharedBytes")
+                .field("len", &self.len)
+                .finish_non_exhaustive()
+        }
+    }
+}
+
 /// A received packet's payload: in the packet, or left with the sender.
 pub enum Payload<'a, R> {
-    /// The bytes are in the packet.
-    Inline(&'a [u8]),
+    /// The bytes are in the packet, which the sender's process may still write (a
+    /// misbehaving one): a [`SharedBytes`], copied out, never borrowed.
+    Inline(SharedBytes<'a>),
     /// The bytes are with the sender; [`Payload::copy_to`] reads them.
     Remote(&'a R),
 }
@@ -452,7 +618,7 @@ impl<'a, R: Pull> Payload<'a, R> {
 
     /// The bytes, if they are in the packet.
     #[inline]
-    pub fn inline(&self) -> Option<&'a [u8]> {
+    pub fn inline(&self) -> Option<SharedBytes<'a>> {
         match *self {
             Payload::Inline(s) => Some(s),
             Payload::Remote(_) => None,
@@ -466,14 +632,7 @@ impl<'a, R: Pull> Payload<'a, R> {
     #[inline]
     pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         match *self {
-            Payload::Inline(s) => {
-                let src = off
-                    .checked_add(dst.len())
-                    .and_then(|end| s.get(off..end))
-                    .ok_or(Error::Io)?;
-                dst.copy_from_slice(src);
-                Ok(())
-            }
+            Payload::Inline(s) => s.copy_to(off, dst),
             // `len` is asked here, inline, rather than in `pull_to`: for `NoPull` it is
             // unreachable, which lets the compiler drop this arm and the variant test.
             Payload::Remote(r) => pull_to(r, r.len(), off, dst),
@@ -553,7 +712,7 @@ mod tests {
             data: b"0123456789".to_vec(),
             reads: Default::default(),
         };
-        let inline = Payload::<Counted>::Inline(b"0123456789");
+        let inline = Payload::<Counted>::Inline(b"0123456789".into());
         let remote = Payload::Remote(&r);
         for p in [inline, remote] {
             assert_eq!((p.len(), p.is_empty()), (10, false));
@@ -567,11 +726,44 @@ mod tests {
             assert_eq!(p.copy_to(11, &mut []), Err(Error::Io));
         }
         assert_eq!(r.reads.get(), 2);
-        assert_eq!(inline.inline(), Some(&b"0123456789"[..]));
+        assert_eq!(
+            inline.inline().map(|s| s.to_vec()),
+            Some(b"0123456789".to_vec())
+        );
         assert!(remote.inline().is_none());
         assert_eq!(format!("{remote:?}"), "Remote(10)");
-        let none = Payload::<NoPull>::Inline(&[]);
+        let none = Payload::<NoPull>::Inline(b"".into());
         assert!(none.is_empty());
-        assert_eq!(none.inline(), Some(&[][..]));
+        assert_eq!(none.inline().map(|s| s.len()), Some(0));
+    }
+
+    /// Shared bytes are only ever copied out, bounds checked.
+    #[test]
+    fn shared_bytes_copy_out_within_bounds() {
+        let data = *b"0123456789";
+        let s = SharedBytes::from(&data);
+        assert_eq!(
+            (s.len(), s.is_empty(), s.as_ptr()),
+            (10, false, data.as_ptr())
+        );
+        assert_eq!(s.read::<4>(6), Some(*b"6789"));
+        assert_eq!(s.read::<4>(7), None);
+        assert_eq!(s.read::<0>(10), Some([]));
+        let sub = s.get(2, 5).unwrap();
+        assert_eq!(sub.to_vec(), b"23456");
+        assert!(s.get(2, 9).is_none() && s.get(11, 0).is_none());
+        assert!(s.get(10, 0).unwrap().is_empty());
+        let mut d = [0u8; 3];
+        assert_eq!(sub.copy_to(2, &mut d), Ok(()));
+        assert_eq!(&d, b"456");
+        assert_eq!(sub.copy_to(3, &mut d), Err(Error::Io));
+        assert_eq!(sub.copy_to(usize::MAX, &mut d), Err(Error::Io));
+        let mut buf = [core::mem::MaybeUninit::<u8>::uninit(); 8];
+        assert_eq!(sub.read_into(&mut buf), Some(&b"23456"[..]));
+        assert_eq!(s.read_into(&mut buf), None);
+        let mut v = b"ab".to_vec();
+        sub.append_to(&mut v);
+        assert_eq!(v, b"ab23456");
+        assert_eq!(format!("{sub:?}"), "SharedBytes { len: 5, .. }");
     }
 }

@@ -12,7 +12,7 @@ use crate::eventq::EqErrEntry;
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::matching::Matcher;
-use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
+use crate::provider::{NoPull, Payload, Provider, Pull, SharedBytes, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
 use crate::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
@@ -137,7 +137,7 @@ impl<S: Config> EpInner<S> {
         &self,
         m: &Eager,
         src_name: &[u8],
-        payload: &[u8],
+        payload: SharedBytes<'_>,
         rd: Option<&mut Reader<'_, S>>,
     ) -> bool {
         let Some(rx) = self.rx.get(m.rx_idx as usize) else {
@@ -295,7 +295,7 @@ fn stash<R: Pull>(buf: &mut Vec<u8>, payload: Payload<'_, R>, max: usize) -> boo
     match payload {
         Payload::Inline(s) => {
             buf.clear();
-            buf.extend_from_slice(s);
+            s.append_to(buf);
             true
         }
         // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
@@ -348,7 +348,7 @@ fn complete_unexpected<S: Config>(
             bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )
     } else {
-        let payload = Payload::<NoPull>::Inline(&u.buf);
+        let payload = Payload::<NoPull>::Inline(u.buf[..].into());
         complete_recv(
             bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )

@@ -10,6 +10,7 @@ use crate::lock::Lock;
 use crate::mem;
 use crate::provider::{Payload, Provider, Pull, Transport};
 use crate::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
+use core::mem::MaybeUninit;
 
 use super::EpInner;
 
@@ -171,18 +172,20 @@ impl<S: Config> EpInner<S> {
         payload: Payload<'_, R>,
     ) {
         let n = hdr.aux as usize;
-        if n > SMALL_ATOMIC {
+        if n > SMALL_ATOMIC || payload.len() > 2 * SMALL_ATOMIC {
             return self.on_atomic_long(hdr, src_name, payload);
         }
         let mut small = [0u8; SMALL_ATOMIC];
-        self.atomic_serve(hdr, src_name, payload, &mut small[..n]);
+        let mut operands = [MaybeUninit::uninit(); 2 * SMALL_ATOMIC];
+        self.atomic_serve(hdr, src_name, payload, &mut operands, &mut small[..n]);
     }
 
-    /// [`Self::on_atomic`] of more than [`SMALL_ATOMIC`] bytes.
+    /// [`Self::on_atomic`] of more than [`SMALL_ATOMIC`] bytes (or operands).
     #[cold]
     #[inline(never)]
     fn on_atomic_long<R: Pull>(&self, hdr: &Header, src_name: &[u8], payload: Payload<'_, R>) {
         let mut large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
+        let mut operands = [MaybeUninit::uninit(); 2 * crate::domain::MAX_ATOMIC_SIZE];
         let n = hdr.aux as usize;
         // Longer than the limit: `atomic_apply` answers `FI_EMSGSIZE` without
         // touching the (then empty) buffer.
@@ -191,23 +194,31 @@ impl<S: Config> EpInner<S> {
         } else {
             &mut []
         };
-        self.atomic_serve(hdr, src_name, payload, old);
+        self.atomic_serve(hdr, src_name, payload, &mut operands, old);
     }
 
     /// Applies atomic request `hdr` and answers it: with the `old.len()` (`hdr.aux`,
     /// or none past the limit) bytes fetched into `old` when the request fetches.
+    /// The operands are copied into `operands` first: the packet may be in memory the
+    /// initiator's process can still write, and the checks and the operation must see
+    /// the values once. Operands longer than `operands` (at most twice the largest
+    /// atomic fits) are refused as invalid.
     #[inline(always)]
     fn atomic_serve<R: Pull>(
         &self,
         hdr: &Header,
         src_name: &[u8],
         payload: Payload<'_, R>,
+        operands: &mut [MaybeUninit<u8>],
         old: &mut [u8],
     ) {
         let fetch = hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0;
         let resp = if fetch { Op::AtomicResp } else { Op::Ack };
         let res = match payload.inline() {
-            Some(payload) => self.atomic_apply(hdr, payload, fetch, old),
+            Some(shared) => match shared.read_into(operands) {
+                Some(payload) => self.atomic_apply(hdr, payload, fetch, old),
+                None => Err(Error::Inval),
+            },
             None => Err(Error::Io),
         };
         match res {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::mem::{RawIov, IOV_LIMIT};
-use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, Transport};
+use crate::provider::{Direct, DirectOp, DirectReq, Payload, Pull, SharedBytes, Transport};
 use crate::ring::CqErrEntry;
 use crate::types::{Context, FiAddr};
 use crate::wire::{
@@ -432,13 +432,14 @@ impl<S: Config> EpInner<S> {
                     let result = f.result;
                     let mut filled = 0usize;
                     let d = self.sender.with(|tx| {
-                        self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
-                            // SAFETY: as in `transmit_direct`: `result` was recorded by
-                            // an `unsafe` fetch call whose contract keeps it valid and
-                            // unaliased until completion, which is now; `fill` writes
-                            // at most what is left of it after `filled` bytes.
-                            filled += unsafe { result.fill_at(filled, &[b]) };
-                        })
+                        self.transport
+                            .direct(tx, peer, &req, hold, |b: SharedBytes<'_>| {
+                                // SAFETY: as in `transmit_direct`: `result` was recorded by
+                                // an `unsafe` fetch call whose contract keeps it valid and
+                                // unaliased until completion, which is now; `fill` writes
+                                // at most what is left of it after `filled` bytes.
+                                filled += unsafe { result.fill_at(filled, b) };
+                            })
                     });
                     match d {
                         Direct::Declined => {}
@@ -694,13 +695,14 @@ impl<S: Config> EpInner<S> {
             None => Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, _| {
                 Ok(self.sender.with(|tx| {
-                    self.transport.direct(tx, peer, &req, hold, |b: &[u8]| {
-                        // SAFETY: `result` was recorded by an `unsafe` read/fetch
-                        // call whose contract keeps the buffers valid and unaliased
-                        // until completion, which is now; `fill` writes at most
-                        // what is left of them after `filled` bytes.
-                        filled += unsafe { result.fill_at(filled, &[b]) };
-                    })
+                    self.transport
+                        .direct(tx, peer, &req, hold, |b: SharedBytes<'_>| {
+                            // SAFETY: `result` was recorded by an `unsafe` read/fetch
+                            // call whose contract keeps the buffers valid and unaliased
+                            // until completion, which is now; `fill` writes at most
+                            // what is left of them after `filled` bytes.
+                            filled += unsafe { result.fill_at(filled, b) };
+                        })
                 }))
             }),
         };

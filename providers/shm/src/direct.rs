@@ -21,7 +21,7 @@ use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use fabric::domain::MAX_ATOMIC_SIZE;
 use fabric::flags::MrAccess;
 use fabric::provider::{Direct, DirectOp, DirectReq};
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
 use crate::directory::{PeerDirectory, Snapshot};
 use crate::lanes;
@@ -460,7 +460,7 @@ enum Kind {
 /// Performs `req` into `to`'s published memory if there is any under its key (see
 /// [`fabric::Transport::direct`] for the contract).
 #[inline]
-pub fn run<F: FnMut(&[u8])>(
+pub fn run<F: FnMut(SharedBytes<'_>)>(
     tx: &mut TxDirect,
     to: &PeerRegion,
     req: &DirectReq<'_>,
@@ -546,14 +546,14 @@ fn write_slow(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u
         &req,
         (Kind::Write, MrAccess::REMOTE_WRITE),
         false,
-        |_: &[u8]| {},
+        |_: SharedBytes<'_>| {},
     )
 }
 
 /// [`run`] after [`admit`]: `req`, of `kind` needing `access`, performed through the
 /// cached entry of (`to`, `req.key`), looked up on a miss.
 #[inline]
-fn perform<F: FnMut(&[u8])>(
+fn perform<F: FnMut(SharedBytes<'_>)>(
     tx: &mut TxDirect,
     to: &PeerRegion,
     req: &DirectReq<'_>,
@@ -609,7 +609,7 @@ fn perform<F: FnMut(&[u8])>(
                 Ok(())
             }
             Kind::Read => {
-                out(t.seg.bytes(off, req.len));
+                out(t.seg.shared(off, req.len));
                 Ok(())
             }
             Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, (req.payload, req.compare), &mut out),
@@ -664,7 +664,7 @@ fn gather(parts: &[&[u8]], mut pos: usize, dst: &mut [u8]) {
 
 /// Applies an atomic element by element (each element is atomic, as in libfabric),
 /// handing the previous values of fetching classes to `out`.
-fn apply_atomic<F: FnMut(&[u8])>(
+fn apply_atomic<F: FnMut(SharedBytes<'_>)>(
     seg: &SegFile,
     off: usize,
     a: &AtomicReq,
@@ -684,7 +684,7 @@ fn apply_atomic<F: FnMut(&[u8])>(
         ) {
             let prev = w.fetch_add(u64::from_ne_bytes(v), Ordering::AcqRel);
             if fetch {
-                out(&prev.to_ne_bytes());
+                out(SharedBytes::from(&prev.to_ne_bytes()));
             }
             return Ok(());
         }
@@ -723,7 +723,7 @@ fn apply_atomic<F: FnMut(&[u8])>(
         // Bounds and alignment were checked for the whole range: `None` is unreachable.
         r.ok_or(Error::Fault)??;
         if fetch {
-            out(&old[..size]);
+            out(SharedBytes::from(&old[..size]));
         }
     }
     Ok(())

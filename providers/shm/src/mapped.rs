@@ -382,8 +382,8 @@ mod tests {
         );
         seg.as_mut_slice()[0] = 3;
         assert_eq!(
-            peer.bytes(0, 1),
-            &[0xee],
+            peer.shared(0, 1).to_vec(),
+            [0xee],
             "the peer's file is not the owner's"
         );
         // Published again, it is the new file that peers map.

@@ -25,7 +25,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
 use crate::chantable;
 use crate::name::{Name, NAME_LEN};
@@ -172,8 +172,9 @@ pub struct CellAt<'a> {
     pub off: usize,
     /// The cell's control word.
     pub word: &'a AtomicU64,
-    /// The bytes from the cell to the end of the ring (at least one cell).
-    pub avail: &'a [u8],
+    /// The bytes from the cell to the end of the ring (at least one cell), which the
+    /// sender may be writing: copied out, never borrowed.
+    pub avail: SharedBytes<'a>,
 }
 
 /// A mapped region, ours or a peer's.
@@ -364,7 +365,7 @@ impl Region {
     /// The claimer's name of channel `c`.
     pub fn chan_name(&self, c: usize) -> [u8; NAME_LEN] {
         let mut n = [0u8; NAME_LEN];
-        n.copy_from_slice(self.bytes(self.geo.ctl(c) + CTL_NAME, NAME_LEN));
+        self.map.copy_out(self.geo.ctl(c) + CTL_NAME, &mut n);
         n
     }
 
@@ -418,13 +419,14 @@ impl Region {
         // cell boundary, a multiple of 8 since `CELL` and the ring's page-aligned start
         // are, and `off + CELL <= ch.end <= len` (asserted above). The mapping is
         // page-aligned and lives as long as `self`; shared words are only accessed
-        // atomically, and the bytes are read as `Mapping::bytes` reads them.
+        // atomically, and the bytes only through `SharedBytes`, readable while the
+        // mapping lives (`ch.end - off <= len`, far below `isize::MAX`).
         unsafe {
             let p = self.map.ptr().add(off);
             CellAt {
                 off,
                 word: &*p.cast::<AtomicU64>(),
-                avail: std::slice::from_raw_parts(p, ch.end - off),
+                avail: SharedBytes::new(p, ch.end - off),
             }
         }
     }
@@ -561,17 +563,18 @@ impl Region {
         self.map.copy_in(off, src);
     }
 
-    /// The bytes at `off..off + len` (see [`Mapping::bytes`]).
+    /// Copies the bytes at `off..off + dst.len()` into `dst` (see
+    /// [`Mapping::copy_out`]).
     #[inline]
-    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        self.map.bytes(off, len)
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        self.map.copy_out(off, dst);
     }
 
     /// Reads a little-endian u64 at `off` (not necessarily published atomically).
     #[inline]
     pub fn read_u64(&self, off: usize) -> u64 {
         let mut b = [0u8; 8];
-        b.copy_from_slice(self.bytes(off, 8));
+        self.copy_out(off, &mut b);
         u64::from_le_bytes(b)
     }
 
@@ -654,7 +657,10 @@ mod tests {
                 assert!(std::ptr::eq(at.word, r.cell_word(at.off)));
                 let to_end = geo.cells - (pos as usize % geo.cells);
                 assert_eq!(at.avail.len(), to_end * CELL);
-                assert_eq!(at.avail.as_ptr(), r.bytes(at.off, CELL).as_ptr());
+                assert_eq!(
+                    at.avail.as_ptr(),
+                    r.mapping().ptr().wrapping_add(at.off).cast_const()
+                );
             }
             at_word_roundtrip(&r, &ch);
         }
@@ -663,7 +669,7 @@ mod tests {
     fn at_word_roundtrip(r: &Region, ch: &Chan) {
         r.cell_at(ch, 7).word.store(0xabcd, Ordering::Relaxed);
         assert_eq!(r.read_u64(r.cell_at(ch, 7).off), 0xabcd);
-        assert_eq!(&r.cell_at(ch, 7).avail[..2], &[0xcd, 0xab]);
+        assert_eq!(r.cell_at(ch, 7).avail.read::<2>(0), Some([0xcd, 0xab]));
     }
 
     #[test]

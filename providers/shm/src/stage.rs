@@ -555,7 +555,7 @@ impl RingPull {
                 || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
             )?
             .min(end);
-            dst[done - off..ready - off].copy_from_slice(r.bytes(body + done, ready - done));
+            r.copy_out(body + done, &mut dst[done - off..ready - off]);
             done = ready;
         }
         Ok(())

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
 fn last_os_error() -> Error {
     errno_error(io::Error::last_os_error().raw_os_error())
@@ -259,16 +259,27 @@ impl Mapping {
         }
     }
 
-    /// The bytes at `off..off + len`.
-    ///
-    /// The shared protocol hands these bytes to the reader until it releases them; a
-    /// misbehaving peer can still change them, which only changes the values read:
-    /// callers copy what they rely on and validate it.
+    /// The bytes at `off..off + len`, never as a Rust reference: the shared protocol
+    /// hands them to the reader until it releases them, but a misbehaving peer can
+    /// still change them, which only changes the values copied out. Callers copy what
+    /// they rely on and validate it.
     #[inline]
-    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+    pub fn shared(&self, off: usize, len: usize) -> SharedBytes<'_> {
         assert!(off <= self.len && len <= self.len - off);
-        // SAFETY: in bounds of a mapping that lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr().add(off), len) }
+        // SAFETY: in bounds (asserted) of a mapping that lives as long as `self` and
+        // is never shrunk under it (the file is sealed); `len <= self.len`, which
+        // `mmap` bounds by `isize::MAX`.
+        unsafe { SharedBytes::new(self.ptr().add(off), len) }
+    }
+
+    /// Copies the bytes at `off..off + dst.len()` into `dst` (see [`Mapping::shared`]).
+    #[inline]
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        assert!(off <= self.len && dst.len() <= self.len - off);
+        // SAFETY: the source is in bounds of the live mapping (asserted); `dst` is
+        // ordinary memory of ours, so the ranges do not overlap; no reference to the
+        // shared bytes is formed.
+        unsafe { fabric::mem::copy_bytes(self.ptr().add(off), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// The 8-byte word at `off` (a multiple of 8), for values shared between processes.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
-use fabric::{Error, Payload, Result, Sink, Transport};
+use fabric::{Error, Payload, Result, SharedBytes, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
@@ -1274,7 +1274,14 @@ impl Transport for ShmEp {
                             off: o,
                             len,
                             cells: k,
-                        }) => (hdr, &avail[o..o + len], k),
+                        }) => match avail.get(o, len) {
+                            Some(payload) => (hdr, payload, k),
+                            // `parse` keeps it within `avail`: never taken.
+                            None => {
+                                ch.broken = true;
+                                break;
+                            }
+                        },
                         Ok(Parsed::Stream { hdr, len, cells: k }) => {
                             ring.point(off, len, &ch.src);
                             if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
@@ -1383,7 +1390,7 @@ impl Transport for ShmEp {
     /// RMA and atomics into segments the target process published
     /// ([`crate::MappedSegment`]) are done here, by the initiator.
     #[inline]
-    fn direct<F: FnMut(&[u8])>(
+    fn direct<F: FnMut(SharedBytes<'_>)>(
         &self,
         tx: &mut ShmTx,
         to: &Arc<PeerRegion>,
@@ -1612,7 +1619,7 @@ impl ShmRx {
                 ..Header::default()
             };
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
-            f.packet(&hdr, &src, Payload::Inline(&[]));
+            f.packet(&hdr, &src, Payload::Inline(SharedBytes::from(&[])));
         }
     }
 }
