@@ -7,6 +7,7 @@
 //! registration (the region outlives the registration, which borrows it).
 #![allow(unsafe_code)]
 
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::atomic;
@@ -279,6 +280,10 @@ pub unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
 /// range is made. Elements wider than 8 bytes, or a range not aligned to the element
 /// size, have no such instruction: they are applied to the bytes in place.
 ///
+/// The operands may lie in memory the initiator's process can still write (a packet
+/// in a shared ring): each is read once, into a copy that the checks and the operation
+/// then use, so the values checked are the values applied.
+///
 /// # Safety
 /// As [`region_mut`] for this process: the range is live and nothing else in this
 /// process accesses it during the call. Other processes may access it meanwhile only
@@ -291,9 +296,9 @@ pub unsafe fn atomic_shared(
     dt: atomic::Datatype,
     addr: usize,
     len: usize,
-    operand: &[u8],
-    compare: &[u8],
-    mut fetch: Option<&mut [u8]>,
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
+    fetch: Option<&mut [u8]>,
 ) -> Result<()> {
     // The commonest atomics, on one aligned 64-bit integer, skip the generic checks
     // and loop below: an add (fetching or not) is one `lock xadd`, a compare-and-swap
@@ -311,6 +316,37 @@ pub unsafe fn atomic_shared(
             return Ok(());
         }
     }
+    // SAFETY: forwarded contract.
+    unsafe { atomic_elements(class, op, dt, addr, len, operand, compare, fetch) }
+}
+
+/// The general case of [`atomic_shared`], with its contract: the operands copied out
+/// once (into buffers of the largest atomic, whose frame the common case never pays
+/// for), then applied element by element.
+///
+/// # Safety
+/// As [`atomic_shared`].
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn atomic_elements(
+    class: atomic::AtomicClass,
+    op: atomic::AtomicOp,
+    dt: atomic::Datatype,
+    addr: usize,
+    len: usize,
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
+    mut fetch: Option<&mut [u8]>,
+) -> Result<()> {
+    let mut operand_buf = [MaybeUninit::uninit(); crate::domain::MAX_ATOMIC_SIZE];
+    let mut compare_buf = [MaybeUninit::uninit(); crate::domain::MAX_ATOMIC_SIZE];
+    // Operands longer than any atomic: refused as `check` refuses a length mismatch.
+    let (Some(operand), Some(compare)) = (
+        operand.read_into(&mut operand_buf),
+        compare.read_into(&mut compare_buf),
+    ) else {
+        return Err(Error::Inval);
+    };
     let size = dt.size();
     atomic::check(
         class,
@@ -386,11 +422,14 @@ fn word64(
     class: atomic::AtomicClass,
     op: atomic::AtomicOp,
     addr: usize,
-    operand: &[u8],
-    compare: &[u8],
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
 ) -> Option<u64> {
     use atomic::{AtomicClass, AtomicOp};
-    let o = u64::from_ne_bytes(<[u8; 8]>::try_from(operand).ok()?);
+    if operand.len() != 8 {
+        return None;
+    }
+    let o = u64::from_ne_bytes(operand.read(0)?);
     let sum = op == AtomicOp::Sum && class != AtomicClass::Compare && compare.is_empty();
     let cswap = op == AtomicOp::Cswap && class == AtomicClass::Compare;
     if !(sum || cswap) {
@@ -402,7 +441,10 @@ fn word64(
     if sum {
         return Some(w.fetch_add(o, Ordering::AcqRel));
     }
-    let c = u64::from_ne_bytes(<[u8; 8]>::try_from(compare).ok()?);
+    if compare.len() != 8 {
+        return None;
+    }
+    let c = u64::from_ne_bytes(compare.read(0)?);
     Some(
         match w.compare_exchange(c, o, Ordering::AcqRel, Ordering::Acquire) {
             Ok(v) | Err(v) => v,
@@ -446,8 +488,8 @@ mod tests {
                     atomic::Datatype::Uint64,
                     word.as_ptr() as usize,
                     8,
-                    &1u64.to_ne_bytes(),
-                    &[],
+                    (&1u64.to_ne_bytes()).into(),
+                    b"".into(),
                     Some(&mut old),
                 )
                 .unwrap();
@@ -457,8 +499,8 @@ mod tests {
                     atomic::Datatype::Float,
                     f32_word.as_ptr() as usize,
                     4,
-                    &1f32.to_ne_bytes(),
-                    &[],
+                    (&1f32.to_ne_bytes()).into(),
+                    b"".into(),
                     None,
                 )
                 .unwrap();
@@ -518,8 +560,8 @@ mod tests {
                     dt,
                     got,
                     n,
-                    &operand,
-                    &compare,
+                    operand[..].into(),
+                    compare[..].into(),
                     fetch.then_some(&mut got_old[..]),
                 )
                 .unwrap();
@@ -531,8 +573,18 @@ mod tests {
                 "{op:?} {dt:?}"
             );
             // SAFETY: as above.
-            let bad =
-                unsafe { atomic_shared(class, op, dt, got, n, &operand[1..], &compare, None) };
+            let bad = unsafe {
+                atomic_shared(
+                    class,
+                    op,
+                    dt,
+                    got,
+                    n,
+                    operand[1..].into(),
+                    compare[..].into(),
+                    None,
+                )
+            };
             assert_eq!(bad, Err(Error::Inval));
         }
     }

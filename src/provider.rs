@@ -478,8 +478,9 @@ mod shared {
         /// The bytes `off..off + len` of the view, if it has them.
         #[inline(always)]
         pub fn get(&self, off: usize, len: usize) -> Option<SharedBytes<'a>> {
-            if off > self.len || len > self.len - off {
-                return None;
+            match off.checked_add(len) {
+                Some(end) if end <= self.len => {}
+                _ => return None,
             }
             // SAFETY: a sub-range (checked above) of a range readable for `'a`.
             Some(unsafe { SharedBytes::new(self.ptr.add(off), len) })
@@ -489,8 +490,9 @@ mod shared {
         /// not have them (nothing copied). Never panics.
         #[inline(always)]
         pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-            if off > self.len || dst.len() > self.len - off {
-                return Err(Error::Io);
+            match off.checked_add(dst.len()) {
+                Some(end) if end <= self.len => {}
+                _ => return Err(Error::Io),
             }
             // SAFETY: the source is in the view (checked above), readable for `'a`;
             // `dst` is memory of ours that no one else can reach while we hold it

@@ -8,9 +8,8 @@ use crate::error::Error;
 use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
-use crate::provider::{Payload, Provider, Pull, Transport};
+use crate::provider::{Payload, Provider, Pull, SharedBytes, Transport};
 use crate::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
-use core::mem::MaybeUninit;
 
 use super::EpInner;
 
@@ -172,20 +171,18 @@ impl<S: Config> EpInner<S> {
         payload: Payload<'_, R>,
     ) {
         let n = hdr.aux as usize;
-        if n > SMALL_ATOMIC || payload.len() > 2 * SMALL_ATOMIC {
+        if n > SMALL_ATOMIC {
             return self.on_atomic_long(hdr, src_name, payload);
         }
         let mut small = [0u8; SMALL_ATOMIC];
-        let mut operands = [MaybeUninit::uninit(); 2 * SMALL_ATOMIC];
-        self.atomic_serve(hdr, src_name, payload, &mut operands, &mut small[..n]);
+        self.atomic_serve(hdr, src_name, payload, &mut small[..n]);
     }
 
-    /// [`Self::on_atomic`] of more than [`SMALL_ATOMIC`] bytes (or operands).
+    /// [`Self::on_atomic`] of more than [`SMALL_ATOMIC`] bytes.
     #[cold]
     #[inline(never)]
     fn on_atomic_long<R: Pull>(&self, hdr: &Header, src_name: &[u8], payload: Payload<'_, R>) {
         let mut large = [0u8; crate::domain::MAX_ATOMIC_SIZE];
-        let mut operands = [MaybeUninit::uninit(); 2 * crate::domain::MAX_ATOMIC_SIZE];
         let n = hdr.aux as usize;
         // Longer than the limit: `atomic_apply` answers `FI_EMSGSIZE` without
         // touching the (then empty) buffer.
@@ -194,31 +191,23 @@ impl<S: Config> EpInner<S> {
         } else {
             &mut []
         };
-        self.atomic_serve(hdr, src_name, payload, &mut operands, old);
+        self.atomic_serve(hdr, src_name, payload, old);
     }
 
     /// Applies atomic request `hdr` and answers it: with the `old.len()` (`hdr.aux`,
     /// or none past the limit) bytes fetched into `old` when the request fetches.
-    /// The operands are copied into `operands` first: the packet may be in memory the
-    /// initiator's process can still write, and the checks and the operation must see
-    /// the values once. Operands longer than `operands` (at most twice the largest
-    /// atomic fits) are refused as invalid.
     #[inline(always)]
     fn atomic_serve<R: Pull>(
         &self,
         hdr: &Header,
         src_name: &[u8],
         payload: Payload<'_, R>,
-        operands: &mut [MaybeUninit<u8>],
         old: &mut [u8],
     ) {
         let fetch = hdr.flags & (HDR_FETCH | HDR_COMPARE) != 0;
         let resp = if fetch { Op::AtomicResp } else { Op::Ack };
         let res = match payload.inline() {
-            Some(shared) => match shared.read_into(operands) {
-                Some(payload) => self.atomic_apply(hdr, payload, fetch, old),
-                None => Err(Error::Inval),
-            },
+            Some(payload) => self.atomic_apply(hdr, payload, fetch, old),
             None => Err(Error::Io),
         };
         match res {
@@ -229,12 +218,14 @@ impl<S: Config> EpInner<S> {
 
     /// The target's checks of atomic request `hdr` with operands (and compare values)
     /// `payload`, then the operation, the old values going to `old` when `fetch`;
-    /// counted on success. `old.len()` is `hdr.aux` up to the limit.
+    /// counted on success. `old.len()` is `hdr.aux` up to the limit. The operands stay
+    /// where the packet put them, which the initiator's process may still write:
+    /// [`mem::atomic_shared`] reads each once.
     #[inline(always)]
     fn atomic_apply(
         &self,
         hdr: &Header,
-        payload: &[u8],
+        payload: SharedBytes<'_>,
         fetch: bool,
         old: &mut [u8],
     ) -> Result<(), Error> {
@@ -270,9 +261,11 @@ impl<S: Config> EpInner<S> {
         }
         let (operand, compare) = match class {
             // `n <= MAX_ATOMIC_SIZE`: no overflow.
-            AtomicClass::Compare if payload.len() == 2 * n => payload.split_at(n),
-            AtomicClass::Compare => return Err(Error::Inval),
-            _ => (payload, &[][..]),
+            AtomicClass::Compare => match (payload.get(0, n), payload.get(n, n)) {
+                (Some(operand), Some(compare)) if payload.len() == 2 * n => (operand, compare),
+                _ => return Err(Error::Inval),
+            },
+            _ => (payload, SharedBytes::from(&[])),
         };
         let access = match (class, op) {
             (AtomicClass::Base, _) => MrAccess::REMOTE_WRITE,

@@ -229,10 +229,11 @@ pub fn atomic(w: u64, avail: SharedBytes<'_>) -> Result<(Header, SharedBytes<'_>
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    let (Some(b), Some(payload)) = (
-        avail.read::<{ ATOMIC_BODY - WORD }>(WORD),
-        avail.get(ATOMIC_BODY, len),
-    ) else {
+    // The payload first: its bounds cover the fields before it.
+    let Some(payload) = avail.get(ATOMIC_BODY, len) else {
+        return Err(Error::Io);
+    };
+    let Some(b) = avail.read::<{ ATOMIC_BODY - WORD }>(WORD) else {
         return Err(Error::Io);
     };
     let u64_at = |i: usize| {
@@ -458,16 +459,21 @@ pub fn compact(w: u64, avail: SharedBytes<'_>) -> Result<(Eager, SharedBytes<'_>
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    // The tag and the data word, copied out together: one read of the first cell.
-    let (Some(fields), Some(payload)) = (avail.read::<16>(WORD), avail.get(prefix, len)) else {
+    // The payload first: its bounds cover the tag and the data word before it.
+    let Some(payload) = avail.get(prefix, len) else {
         return Err(Error::Io);
     };
-    let fields = u128::from_le_bytes(fields);
+    let word = |off: usize| avail.read(off).map(u64::from_le_bytes).ok_or(Error::Io);
+    let data = if has_data {
+        Some(word(WORD + 8)?)
+    } else {
+        None
+    };
     let m = Eager {
         op,
         rx_idx: 0,
-        tag: fields as u64,
-        data: has_data.then_some((fields >> 64) as u64),
+        tag: word(WORD)?,
+        data,
         len,
     };
     Ok((m, payload, cells))
@@ -498,11 +504,12 @@ pub fn response(w: u64, avail: SharedBytes<'_>) -> Result<(Response, SharedBytes
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    // Request id, status and transmit context, copied out together.
-    let (Some(f), Some(payload)) = (
-        avail.read::<{ RESP_BODY - RESP_REQ }>(RESP_REQ),
-        avail.get(RESP_BODY, len),
-    ) else {
+    // The payload first: its bounds cover the fields before it. Request id, status
+    // and transmit context are copied out together.
+    let Some(payload) = avail.get(RESP_BODY, len) else {
+        return Err(Error::Io);
+    };
+    let Some(f) = avail.read::<{ RESP_BODY - RESP_REQ }>(RESP_REQ) else {
         return Err(Error::Io);
     };
     let at = |o: usize| o - RESP_REQ;
