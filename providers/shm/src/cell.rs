@@ -38,8 +38,7 @@ use fabric::wire::{Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMO
 use fabric::{Error, Result, SharedBytes};
 use zerocopy::FromBytes;
 
-use crate::region::{CELL, RNDV_RECORDS};
-use crate::rndv;
+use crate::region::{CELL, GEN_MAX, RNDV_RECORDS};
 
 /// Kind: filler up to the end of the ring.
 pub const SKIP: u64 = 1;
@@ -148,7 +147,7 @@ impl Desc {
         };
         match d.mode {
             Desc::CMA | Desc::MAPPED | Desc::MAPPED_FAR => {}
-            Desc::RNDV if (d.slot as usize) < RNDV_RECORDS && d.gen <= rndv::GEN_MAX => {}
+            Desc::RNDV if (d.slot as usize) < RNDV_RECORDS && d.gen <= GEN_MAX => {}
             _ => return Err(Error::Io),
         }
         Ok(d)
@@ -901,7 +900,7 @@ mod tests {
             let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
             body.extend_from_slice(&desc.encode());
             let p = packet(word(0, LARGE), &body);
-            let ok = (desc.slot as usize) < RNDV_RECORDS && desc.gen <= rndv::GEN_MAX;
+            let ok = (desc.slot as usize) < RNDV_RECORDS && desc.gen <= GEN_MAX;
             match parse(word(0, LARGE), sb(&p), 4096) {
                 Ok(Parsed::Large { desc: d, .. }) => { prop_assert!(ok); prop_assert_eq!(d, desc); }
                 Ok(other) => prop_assert!(false, "{:?}", other),

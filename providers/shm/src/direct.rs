@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::Arc;
 
 use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use fabric::domain::MAX_ATOMIC_SIZE;
@@ -23,7 +23,7 @@ use fabric::flags::MrAccess;
 use fabric::provider::{Direct, DirectOp, DirectReq};
 use fabric::{Error, Result, SharedBytes};
 
-use crate::directory::{PeerDirectory, Snapshot};
+use crate::directory::PeerDir;
 use crate::lanes;
 use crate::peer::PeerRegion;
 use crate::segment::{Lane, SegFile};
@@ -31,60 +31,6 @@ use crate::sys;
 
 /// Most cached (peer, key) entries of one sender before the cache starts over.
 const CACHE_MAX: usize = 4096;
-
-/// A peer process's directory and the segments mapped from it, shared by every
-/// endpoint of this process that talks to it.
-pub struct PeerDir {
-    dir: PeerDirectory,
-    pid: u32,
-    segs: Mutex<HashMap<u64, Weak<SegFile>>>,
-}
-
-/// Peer directories by process (pid, start time).
-type Procs = HashMap<(u32, u64), Weak<PeerDir>>;
-
-fn procs() -> MutexGuard<'static, Procs> {
-    static PROCS: OnceLock<Mutex<Procs>> = OnceLock::new();
-    PROCS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-impl PeerDir {
-    /// The directory of process `pid` (started at `start`), advertised as descriptor
-    /// `fd` of `len` bytes, mapped on first use.
-    fn get(pid: u32, start: u64, fd: u32, len: u64) -> Result<Arc<PeerDir>> {
-        let mut map = procs();
-        if let Some(d) = map.get(&(pid, start)).and_then(Weak::upgrade) {
-            return Ok(d);
-        }
-        let d = Arc::new(PeerDir {
-            dir: PeerDirectory::open(pid, start, fd, len)?,
-            pid,
-            segs: Mutex::new(HashMap::new()),
-        });
-        map.retain(|_, w| w.strong_count() > 0);
-        map.insert((pid, start), Arc::downgrade(&d));
-        Ok(d)
-    }
-
-    /// The segment `snap` names, mapped on first use.
-    fn segment(&self, snap: &Snapshot) -> Result<Arc<SegFile>> {
-        let e = &snap.entry;
-        let len = usize::try_from(e.len).map_err(|_| Error::AddrNotAvail)?;
-        let mut segs = self.segs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = segs.get(&e.nonce).and_then(Weak::upgrade) {
-            if s.len() == len {
-                return Ok(s);
-            }
-        }
-        let s = Arc::new(SegFile::open(self.pid, e.fd, len, e.nonce)?);
-        segs.retain(|_, w| w.strong_count() > 0);
-        segs.insert(e.nonce, Arc::downgrade(&s));
-        Ok(s)
-    }
-}
 
 /// The directory of `to`'s process, if it advertises one that maps.
 #[inline]

@@ -16,7 +16,7 @@
 //!   the owner sees the lane busy (the asymmetric fence of user-space RCU).
 //!
 //! Lanes serve only initiators whose process registered for the expedited barrier and
-//! segments whose owner issues it ([`crate::segment::SegFile::fenced`]); everyone else
+//! segments whose owner issues it (the `fenced` flag of the segment's header); everyone else
 //! counts. The loom tests model the barrier as a sequentially consistent fence on both
 //! sides.
 //!

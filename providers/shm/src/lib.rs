@@ -103,8 +103,7 @@ pub use peer::PeerRegion;
 pub use region::{Geometry, RNDV_RECORDS};
 pub use remote::RemoteKey;
 pub use rndv::RNDV_MIN;
-pub use stage::ShmPull;
-pub use transport::{ShmEp, ShmRx, ShmTx, Tuning};
+pub use transport::{ShmEp, ShmPull, ShmRx, ShmTx, Tuning};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;

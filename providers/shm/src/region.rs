@@ -43,6 +43,9 @@ pub const MAX_CHANNELS: usize = 1 << 16;
 pub const STAGE_SLOTS: usize = 128;
 /// Rendezvous records of one endpoint (see `rndv`): in the header.
 pub const RNDV_RECORDS: usize = 32;
+/// Largest generation of a rendezvous record: the 56 high bits of its state word
+/// (see `rndv`), which descriptors naming the record carry too (see `cell`).
+pub const GEN_MAX: u64 = (1 << 56) - 1;
 
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;

@@ -65,8 +65,8 @@ use fabric::{Error, Result};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::peer::{CmaReads, PeerRegion};
-use crate::region::Region;
 pub use crate::region::RNDV_RECORDS;
+use crate::region::{Region, GEN_MAX};
 use crate::sys::{self, Mapping};
 
 /// A record's state word: [`FREE`], [`POSTED`], ... in the low 8 bits, the
@@ -130,9 +130,6 @@ pub const HELPING: u64 = 6;
 pub const HELPED: u64 = 7;
 /// State: the sender could not write it (the receiver copies it itself).
 pub const UNHELPED: u64 = 8;
-/// Largest generation (56 bits).
-pub const GEN_MAX: u64 = (1 << 56) - 1;
-
 /// The state word of `state` at generation `gen`.
 #[inline]
 pub fn word(gen: u64, state: u64) -> u64 {

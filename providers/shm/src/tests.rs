@@ -11,8 +11,7 @@ use proptest::prelude::*;
 use crate::cell;
 use crate::peer::{self, PeerRegion};
 use crate::region::{Geometry, CELL};
-use crate::stage::ShmPull;
-use crate::transport::{ShmEp, ShmRx, ShmTx, Tuning, RESERVE_DIV, STREAM_MIN};
+use crate::transport::{ShmEp, ShmPull, ShmRx, ShmTx, Tuning, RESERVE_DIV, STREAM_MIN};
 
 struct End {
     ep: ShmEp,

@@ -11,6 +11,7 @@
 //! for responses, which are never refused: past it they wait in a private spill queue
 //! that every later send and every progress call retries first, in order.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use fabric::provider::{Direct, DirectReq};
 use fabric::waitobj::Waiter;
 use fabric::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
-use fabric::{Error, Payload, Result, SharedBytes, Sink, Transport};
+use fabric::{Error, Payload, Pull, Result, SharedBytes, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
@@ -30,7 +31,7 @@ use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
 use crate::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
 use crate::rndv;
-use crate::stage::{ShmPull, Stage};
+use crate::stage::{self, Stage, Staged};
 use crate::sys;
 use crate::track::{Track, Tracked};
 
@@ -1620,6 +1621,122 @@ impl ShmRx {
             };
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
             f.packet(&hdr, &src, Payload::Inline(SharedBytes::from(&[])));
+        }
+    }
+}
+
+/// A payload the receiver copies out of the sender's reach ([`fabric::Pull`]): a large
+/// one staged by the sender or (rendezvous) still in the sender's buffer, or a medium
+/// one the sender is still streaming into our ring.
+pub struct ShmPull(Src);
+
+enum Src {
+    Staged(Staged),
+    Ring(RingPull),
+    /// A payload of this many bytes that cannot be read (its descriptor is bad, or its
+    /// sender's files are gone with it).
+    Lost(usize),
+}
+
+/// A stream packet's payload in our own ring (see [`crate::cell::STREAM`]): one per
+/// receiver, pointed at each stream packet in turn while the core consumes it.
+struct RingPull {
+    own: Arc<EpShared>,
+    /// Offset in our region of the packet's first cell.
+    at: Cell<usize>,
+    len: Cell<usize>,
+    /// The sender's name, resolved only to ask whether it lives when it falls behind.
+    src: Cell<[u8; NAME_LEN]>,
+}
+
+impl ShmPull {
+    /// The payload `desc` describes, staged by `peer`. `Err(Io)` when the descriptor
+    /// points outside what the peer published.
+    pub fn new(peer: Arc<PeerRegion>, desc: &cell::Desc) -> Result<ShmPull> {
+        Staged::new(peer, desc).map(|s| ShmPull(Src::Staged(s)))
+    }
+
+    /// The receiver `own`'s pull for stream packets, pointed at one with
+    /// [`Self::point`].
+    pub(crate) fn ring(own: Arc<EpShared>) -> ShmPull {
+        ShmPull(Src::Ring(RingPull {
+            own,
+            at: Cell::new(0),
+            len: Cell::new(0),
+            src: Cell::new([0; NAME_LEN]),
+        }))
+    }
+
+    /// Points a ring pull at the stream packet whose first cell is at `at` in our
+    /// region, with `len` payload bytes (checked by the parser to lie in the ring),
+    /// sent by `src`.
+    #[inline]
+    pub(crate) fn point(&self, at: usize, len: usize, src: &[u8; NAME_LEN]) {
+        if let Src::Ring(r) = &self.0 {
+            r.at.set(at);
+            r.len.set(len);
+            r.src.set(*src);
+        }
+    }
+
+    /// A payload of `len` bytes of which nothing can be read: a message whose staged
+    /// payload is out of reach still fails its receive (`FI_EIO`), never completing
+    /// it as an empty success.
+    pub fn lost(len: usize) -> ShmPull {
+        ShmPull(Src::Lost(len))
+    }
+
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender (nothing to do for a ring payload).
+    #[inline]
+    pub fn finish(&self) {
+        if let Src::Staged(s) = &self.0 {
+            s.finish();
+        }
+    }
+}
+
+impl RingPull {
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let (at, len) = (self.at.get(), self.len.get());
+        if off > len || dst.len() > len - off {
+            return Err(Error::Io);
+        }
+        let r = self.own.region();
+        let progress = r.cell_word(at + cell::STREAM_PROGRESS);
+        let body = at + cell::STREAM_BODY;
+        let end = off + dst.len();
+        let mut done = off;
+        while done < end {
+            let ready = stage::wait_ready(
+                || progress.load(Ordering::Acquire),
+                done,
+                len,
+                || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
+            )?
+            .min(end);
+            r.copy_out(body + done, &mut dst[done - off..ready - off]);
+            done = ready;
+        }
+        Ok(())
+    }
+}
+
+impl Pull for ShmPull {
+    #[inline]
+    fn len(&self) -> usize {
+        match &self.0 {
+            Src::Staged(s) => s.len(),
+            Src::Ring(r) => r.len.get(),
+            Src::Lost(len) => *len,
+        }
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        match &self.0 {
+            Src::Staged(s) => s.read(off, dst),
+            Src::Ring(r) => r.read(off, dst),
+            Src::Lost(_) => Err(Error::Io),
         }
     }
 }
