@@ -38,7 +38,7 @@ use fabric::wire::{Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMO
 use fabric::{Error, Result, SharedBytes};
 use zerocopy::FromBytes;
 
-use crate::region::{CELL, GEN_MAX, RNDV_RECORDS};
+use crate::layout::region::{CELL, GEN_MAX, RNDV_RECORDS};
 
 /// Kind: filler up to the end of the ring.
 pub const SKIP: u64 = 1;

@@ -23,11 +23,11 @@ use fabric::flags::MrAccess;
 use fabric::provider::{Direct, DirectOp, DirectReq};
 use fabric::{Error, Result, SharedBytes};
 
-use crate::directory::PeerDir;
-use crate::lanes;
+use crate::layout::directory::PeerDir;
+use crate::layout::lanes;
+use crate::layout::segment::{Lane, SegFile};
+use crate::layout::sys;
 use crate::peer::PeerRegion;
-use crate::segment::{Lane, SegFile};
-use crate::sys;
 
 /// Most cached (peer, key) entries of one sender before the cache starts over.
 const CACHE_MAX: usize = 4096;

@@ -23,10 +23,10 @@ use fabric::waitobj::Waiter;
 use fabric::{Error, Result};
 use rustc_hash::FxHashMap;
 
-use crate::directory::PeerDir;
+use crate::layout::directory::PeerDir;
+use crate::layout::region::Region;
+use crate::layout::sys::{self, PeerLifeline, ProcessHandle, ReadOnlyMapping};
 use crate::name::{Name, NAME_LEN};
-use crate::region::Region;
-use crate::sys::{self, PeerLifeline, ProcessHandle, ReadOnlyMapping};
 
 /// How often, at most, [`PeerRegion::gone_lately`] asks the kernel about a peer
 /// without a lifeline.

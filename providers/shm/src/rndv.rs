@@ -64,10 +64,10 @@ use fabric::{Error, Result};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
+pub use crate::layout::region::RNDV_RECORDS;
+use crate::layout::region::{Region, GEN_MAX};
+use crate::layout::sys::{self, Mapping};
 use crate::peer::{CmaReads, PeerRegion};
-pub use crate::region::RNDV_RECORDS;
-use crate::region::{Region, GEN_MAX};
-use crate::sys::{self, Mapping};
 
 /// A record's state word: [`FREE`], [`POSTED`], ... in the low 8 bits, the
 /// generation above.
@@ -704,7 +704,7 @@ fn help(own: &Region, peer: &PeerRegion, r: usize, buf: &[u8]) -> bool {
             .zip(off.checked_add(b))
             .and_then(|(x, y)| buf.get(x..y));
         let ok = src.is_some_and(|p| {
-            crate::sys::cma_write(peer.name.pid, dst.wrapping_add(a as u64), p).is_ok()
+            crate::layout::sys::cma_write(peer.name.pid, dst.wrapping_add(a as u64), p).is_ok()
         });
         if !ok {
             return false;

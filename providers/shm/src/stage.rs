@@ -20,7 +20,7 @@
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
 //! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`. The sender writes a
 //! staging file with ordinary stores or with stores that bypass its cache, whichever
-//! its recent copies say suits where the receiver runs (see [`crate::bypass`]).
+//! its recent copies say suits where the receiver runs (see [`crate::layout::bypass`]).
 //!
 //! Payloads that fit go round the first [`WINDOW`] bytes of the near file, each after
 //! the last; the others, and any while the window is full, take the first fit. The
@@ -41,12 +41,12 @@ use std::sync::Arc;
 
 use fabric::{Error, Result};
 
-use crate::bypass::{self, Chooser, Stores};
 use crate::cell::Desc;
+use crate::layout::bypass::{self, Chooser, Stores};
+use crate::layout::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
+use crate::layout::sys::{self, Mapping};
 use crate::peer::{CmaReads, PeerRegion, StageMap};
-use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
 use crate::rndv;
-use crate::sys::{self, Mapping};
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
 /// staged there while it has room. Counted in the default footprint.

@@ -24,15 +24,15 @@ use fabric::{Error, Payload, Pull, Result, SharedBytes, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
-use crate::bypass::Stores;
 use crate::cell::{self, Parsed};
 use crate::direct::{self, TxDirect};
+use crate::layout::bypass::Stores;
+use crate::layout::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
+use crate::layout::sys;
 use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
-use crate::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
 use crate::rndv;
 use crate::stage::{self, Stage, Staged};
-use crate::sys;
 use crate::track::{Track, Tracked};
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
@@ -42,8 +42,8 @@ pub const RESERVE_DIV: u64 = 4;
 // (`claim` writes a skip marker on its own first, so the packet needs no more).
 static_assertions::const_assert!(
     (cell::BODY_OFF + crate::INLINE_MAX).div_ceil(CELL)
-        + crate::region::MIN_CELLS / RESERVE_DIV as usize
-        <= crate::region::MIN_CELLS
+        + crate::layout::region::MIN_CELLS / RESERVE_DIV as usize
+        <= crate::layout::region::MIN_CELLS
 );
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
@@ -110,11 +110,11 @@ pub struct ShmEp {
 
 impl ShmEp {
     /// Creates an endpoint's region with `geo` and `tuning`.
-    pub fn open(geo: crate::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
+    pub fn open(geo: crate::layout::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
         let nonce = crate::fresh_nonce();
         let (region, name) = Region::create(geo, nonce)?;
         // Peers find the segments this process publishes through any of its regions.
-        if let Ok(dir) = crate::directory::Directory::global() {
+        if let Ok(dir) = crate::layout::directory::Directory::global() {
             region.set_directory(dir.fd(), dir.bytes());
         }
         let local = Arc::new(Local::default());
@@ -944,7 +944,7 @@ fn write_small(ch: &mut TxChan, pos: u64, need: u64, m: &Eager, parts: &[&[u8]])
 /// returns its ring position. A packet never wraps: when it would, the rest of the
 /// ring is filled with a skip marker first, as soon as that alone fits, so that the
 /// packet then needs at most `need + reserve` cells (which every packet fits in an
-/// empty ring: see [`crate::region::MIN_CELLS`]). `Err(Again)` when the ring lacks
+/// empty ring: see [`crate::layout::region::MIN_CELLS`]). `Err(Again)` when the ring lacks
 /// room (a skip marker may have been written all the same).
 #[inline]
 fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {

@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fabric::{Error, Result, SharedBytes};
 
-use crate::chantable;
+use crate::layout::chantable;
+use crate::layout::sys::{self, Mapping, Packet};
 use crate::name::{Name, NAME_LEN};
-use crate::sys::{self, Mapping, Packet};
 
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");

@@ -233,12 +233,12 @@ impl Mapping {
     }
 
     /// Copies `src` into the mapping at `off` with stores that bypass this core's cache
-    /// where the target has them (see [`crate::bypass`]), fenced before any later store.
+    /// where the target has them (see [`crate::layout::bypass`]), fenced before any later store.
     #[inline]
     pub fn copy_in_bypass(&self, off: usize, src: &[u8]) {
         assert!(off <= self.len && src.len() <= self.len - off);
         // SAFETY: as for `copy_in`.
-        unsafe { crate::bypass::copy(src.as_ptr(), self.ptr().add(off), src.len()) };
+        unsafe { crate::layout::bypass::copy(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
     /// A packet of `len` bytes at `off` (a multiple of 8, `len` at least 8), written
@@ -1047,7 +1047,7 @@ pub(crate) mod tests {
         use std::io::BufRead;
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "sys::tests::lifeline_child",
+                "layout::sys::tests::lifeline_child",
                 "--exact",
                 "--ignored",
                 "--nocapture",

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::{Error, Result};
 
-use crate::segment::SegFile;
-use crate::sys::{self, Mapping, ReadOnlyMapping};
+use crate::layout::segment::SegFile;
+use crate::layout::sys::{self, Mapping, ReadOnlyMapping};
 
 /// Most segments one process can publish at once.
 pub const DIR_ENTRIES: usize = 1024;

@@ -27,7 +27,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::word::Word;
+use crate::layout::word::Word;
 
 /// A lane nobody claimed.
 pub(crate) const FREE: u64 = 0;
@@ -78,7 +78,7 @@ fn initiator_fence() {
 /// kernel refused it.
 #[cfg(not(all(test, loom)))]
 pub(crate) fn owner_fence() -> bool {
-    crate::sys::membarrier_global()
+    crate::layout::sys::membarrier_global()
 }
 
 #[cfg(all(test, loom))]

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use fabric::{Error, Result, SharedBytes};
 
-use crate::lanes;
-use crate::sys::{self, Mapping};
+use crate::layout::lanes;
+use crate::layout::sys::{self, Mapping};
 
 /// Bytes before the data: the header page (keeps the data page-aligned).
 pub const SEG_HEADER: usize = 4096;
