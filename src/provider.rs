@@ -418,6 +418,7 @@ mod shared {
 
     use core::marker::PhantomData;
     use core::mem::MaybeUninit;
+    use core::ptr::NonNull;
 
     use crate::error::{Error, Result};
 
@@ -434,7 +435,8 @@ mod shared {
     /// over shared memory with [`SharedBytes::new`], whose contract it upholds.
     #[derive(Clone, Copy)]
     pub struct SharedBytes<'a> {
-        ptr: *const u8,
+        // Non-null, like a slice's: `Payload` keeps its niche and stays two words.
+        ptr: NonNull<u8>,
         len: usize,
         _life: PhantomData<&'a [u8]>,
     }
@@ -443,14 +445,15 @@ mod shared {
         /// A view of the `len` bytes at `ptr`.
         ///
         /// # Safety
-        /// `ptr..ptr + len` must be readable memory, and stay so for `'a` (a mapping
-        /// that is not unmapped, shrunk or made inaccessible while `'a` lasts), with
-        /// `len <= isize::MAX`. Its bytes may change at any time: nothing else is
-        /// required of them.
+        /// `ptr` must be non-null and `ptr..ptr + len` readable memory, and stay so
+        /// for `'a` (a mapping that is not unmapped, shrunk or made inaccessible while
+        /// `'a` lasts), with `len <= isize::MAX`. Its bytes may change at any time:
+        /// nothing else is required of them.
         #[inline(always)]
         pub unsafe fn new(ptr: *const u8, len: usize) -> SharedBytes<'a> {
             SharedBytes {
-                ptr,
+                // SAFETY: non-null, by the caller's contract.
+                ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
                 len,
                 _life: PhantomData,
             }
@@ -472,7 +475,7 @@ mod shared {
         /// may change at any time, so they must be read through raw pointers only).
         #[inline(always)]
         pub fn as_ptr(&self) -> *const u8 {
-            self.ptr
+            self.ptr.as_ptr()
         }
 
         /// The bytes `off..off + len` of the view, if it has them.
@@ -483,7 +486,7 @@ mod shared {
                 _ => return None,
             }
             // SAFETY: a sub-range (checked above) of a range readable for `'a`.
-            Some(unsafe { SharedBytes::new(self.ptr.add(off), len) })
+            Some(unsafe { SharedBytes::new(self.as_ptr().add(off), len) })
         }
 
         /// Copies bytes `off..off + dst.len()` into `dst`; `Err(Io)` when the view does
@@ -498,7 +501,7 @@ mod shared {
             // `dst` is memory of ours that no one else can reach while we hold it
             // mutably, so the ranges do not overlap. Bytes changed by a peer during the
             // copy only change the values copied.
-            unsafe { crate::mem::copy_bytes(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+            unsafe { crate::mem::copy_bytes(self.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
             Ok(())
         }
 
@@ -522,7 +525,7 @@ mod shared {
             // bytes of the view, not overlapping (as in `copy_to`); once written, all
             // `len` bytes of `dst` are initialized, so they can be read as `[u8]`.
             unsafe {
-                crate::mem::copy_bytes(self.ptr, dst.as_mut_ptr().cast(), self.len);
+                crate::mem::copy_bytes(self.as_ptr(), dst.as_mut_ptr().cast(), self.len);
                 Some(core::slice::from_raw_parts(dst.as_ptr().cast(), self.len))
             }
         }
@@ -537,7 +540,7 @@ mod shared {
             // a borrow of it, and `v` is borrowed mutably). After the copy those bytes
             // are initialized, so the length may cover them.
             unsafe {
-                crate::mem::copy_bytes(self.ptr, v.as_mut_ptr().add(at), self.len);
+                crate::mem::copy_bytes(self.as_ptr(), v.as_mut_ptr().add(at), self.len);
                 v.set_len(at + self.len);
             }
         }
@@ -553,7 +556,8 @@ mod shared {
     impl<'a> From<&'a [u8]> for SharedBytes<'a> {
         #[inline(always)]
         fn from(s: &'a [u8]) -> SharedBytes<'a> {
-            // SAFETY: a slice is readable for its lifetime, and `len <= isize::MAX`.
+            // SAFETY: a slice's pointer is non-null and its bytes readable for its
+            // lifetime, and `len <= isize::MAX`.
             unsafe { SharedBytes::new(s.as_ptr(), s.len()) }
         }
     }
@@ -767,5 +771,10 @@ mod tests {
         sub.append_to(&mut v);
         assert_eq!(v, b"ab23456");
         assert_eq!(format!("{sub:?}"), "SharedBytes { len: 5, .. }");
+        // As small as the slice it replaced: the payload's tag hides in the pointer.
+        assert_eq!(
+            core::mem::size_of::<Payload<'_, NoPull>>(),
+            core::mem::size_of::<&[u8]>()
+        );
     }
 }

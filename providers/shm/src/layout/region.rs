@@ -423,7 +423,8 @@ impl Region {
         // are, and `off + CELL <= ch.end <= len` (asserted above). The mapping is
         // page-aligned and lives as long as `self`; shared words are only accessed
         // atomically, and the bytes only through `SharedBytes`, readable while the
-        // mapping lives (`ch.end - off <= len`, far below `isize::MAX`).
+        // mapping lives (`ch.end - off <= len`, far below `isize::MAX`; `p` lies in
+        // the mapping, so it is not null).
         unsafe {
             let p = self.map.ptr().add(off);
             CellAt {

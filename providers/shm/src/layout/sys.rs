@@ -267,8 +267,8 @@ impl Mapping {
     pub fn shared(&self, off: usize, len: usize) -> SharedBytes<'_> {
         assert!(off <= self.len && len <= self.len - off);
         // SAFETY: in bounds (asserted) of a mapping that lives as long as `self` and
-        // is never shrunk under it (the file is sealed); `len <= self.len`, which
-        // `mmap` bounds by `isize::MAX`.
+        // is never shrunk under it (the file is sealed), so not null; `len <=
+        // self.len`, which `mmap` bounds by `isize::MAX`.
         unsafe { SharedBytes::new(self.ptr().add(off), len) }
     }
 
