@@ -85,6 +85,9 @@ pub mod types;
 #[allow(unsafe_code)]
 pub mod waitobj;
 
+// Bytes another process may write, and the copy everything goes through.
+pub mod bytes;
+
 // Atomic operations: the types of the API and the kernels both sides apply.
 #[allow(unsafe_code)]
 pub mod atomic;
@@ -138,7 +141,9 @@ pub use eq::{EqEntry, EqErrEntry, EqEvent, EventQueue};
 pub use error::{Error, Result};
 pub use info::{Hints, Info};
 pub use mr::{MemoryRegion, MrDesc};
-pub use provider::{Fits, InjectFits, NoPull, Payload, Provider, Pull, Sink, Transport};
+pub use provider::{
+    Fits, InjectFits, NoPull, Payload, Provider, Pull, SharedBytes, Sink, Transport,
+};
 pub use types::{Context, FiAddr, MrKey};
 pub use wait::{trywait, PollSet, WaitSet, Waitable};
 

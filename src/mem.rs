@@ -7,12 +7,14 @@
 //! registration (the region outlives the registration, which borrows it).
 #![allow(unsafe_code)]
 
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::atomic;
+use crate::bytes::copy_bytes;
 use crate::error::{Error, Result};
 use crate::limits::IOV_LIMIT;
-use crate::provider::{Payload, Pull};
+use crate::provider::{Payload, Pull, SharedBytes};
 
 /// A list of up to [`IOV_LIMIT`] raw writable buffers, stored inline (no allocation).
 #[derive(Debug, Clone, Copy, Default)]
@@ -81,20 +83,21 @@ impl RawIov {
         r
     }
 
-    /// Copies `src` (a gather list) into the buffers, returning the bytes copied
-    /// (at most `self.len()`).
+    /// Copies `src` into the buffers, returning the bytes copied (at most
+    /// `self.len()`). `src` may be memory another process writes (a packet in a
+    /// shared ring, a peer's segment): it is read through raw pointers only.
     ///
     /// # Safety
     /// Every recorded buffer must still be valid for writes and not aliased by any live
     /// Rust reference: the contract of the posting call that recorded it.
     #[inline(always)]
-    pub unsafe fn fill(&self, src: &[&[u8]]) -> usize {
-        if let ([s], 1) = (src, self.n) {
-            // The common case: one buffer, one source.
+    pub unsafe fn fill(&self, src: SharedBytes<'_>) -> usize {
+        if self.n == 1 {
+            // The common case: one buffer.
             let (p, l) = self.segs[0];
-            let n = l.min(s.len());
+            let n = l.min(src.len());
             // SAFETY: as below, with `n <= l`.
-            unsafe { copy_bytes(s.as_ptr(), p as *mut u8, n) };
+            unsafe { copy_bytes(src.as_ptr(), p as *mut u8, n) };
             return n;
         }
         // SAFETY: forwarded contract.
@@ -108,7 +111,7 @@ impl RawIov {
     /// # Safety
     /// As [`RawIov::fill`].
     #[inline(always)]
-    pub unsafe fn fill_at(&self, skip: usize, src: &[&[u8]]) -> usize {
+    pub unsafe fn fill_at(&self, skip: usize, src: SharedBytes<'_>) -> usize {
         // SAFETY (both): forwarded contract.
         if skip == 0 {
             unsafe { self.fill(src) }
@@ -117,32 +120,24 @@ impl RawIov {
         }
     }
 
-    /// The general case of [`RawIov::fill`]: several buffers or sources.
+    /// The general case of [`RawIov::fill`]: several buffers (or none).
     ///
     /// # Safety
     /// As [`RawIov::fill`].
     #[inline(never)]
-    unsafe fn fill_many(&self, src: &[&[u8]]) -> usize {
+    unsafe fn fill_many(&self, src: SharedBytes<'_>) -> usize {
         let mut copied = 0;
-        let mut di = 0;
-        let mut doff = 0;
-        for s in src {
-            let mut s: &[u8] = s;
-            while !s.is_empty() && di < self.n as usize {
-                let (p, l) = self.segs[di];
-                let n = (l - doff).min(s.len());
-                // SAFETY: (p, l) was recorded from a `&mut [u8]` whose validity the caller
-                // guarantees; `doff + n <= l` keeps the write inside it, and `s` is a
-                // separate shared slice so the ranges do not overlap.
-                unsafe { copy_bytes(s.as_ptr(), (p + doff) as *mut u8, n) };
-                copied += n;
-                doff += n;
-                s = &s[n..];
-                if doff == l {
-                    di += 1;
-                    doff = 0;
-                }
+        for &(p, l) in &self.segs[..self.n as usize] {
+            let n = l.min(src.len() - copied);
+            if n == 0 {
+                break;
             }
+            // SAFETY: (p, l) was recorded from a `&mut [u8]` whose validity the caller
+            // guarantees, and `n <= l`; `copied + n <= src.len()` bytes of `src` are
+            // readable (`SharedBytes`), and they are not the caller's buffers, which
+            // no one else may reach, so the ranges do not overlap.
+            unsafe { copy_bytes(src.as_ptr().add(copied), p as *mut u8, n) };
+            copied += n;
         }
         copied
     }
@@ -158,7 +153,7 @@ impl RawIov {
     pub unsafe fn fill_payload<R: Pull>(&self, src: Payload<'_, R>) -> (usize, Result<()>) {
         match src {
             // SAFETY: forwarded contract.
-            Payload::Inline(s) => (unsafe { self.fill(&[s]) }, Ok(())),
+            Payload::Inline(s) => (unsafe { self.fill(s) }, Ok(())),
             // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
             // SAFETY: forwarded contract.
             Payload::Remote(r) => unsafe { self.fill_remote(r, r.len()) },
@@ -189,55 +184,6 @@ impl RawIov {
             off += k;
         }
         (n, Ok(()))
-    }
-}
-
-/// `copy_nonoverlapping` that copies up to 64 bytes inline: for a small message (or
-/// an RMA write of a word) a call into `memcpy` costs more than the copy. Providers use
-/// it for their own small copies (a payload into a shared-memory cell or segment).
-///
-/// # Safety
-/// As `core::ptr::copy_nonoverlapping(src, dst, n)`.
-#[inline(always)]
-pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY (every block): the caller guarantees `n` readable bytes at `src`, `n`
-    // writable bytes at `dst`, not overlapping; each access below stays in `[0, n)`:
-    // two possibly overlapping blocks of `w` bytes cover `n` in `[w, 2w]`.
-    unsafe {
-        if n > 16 {
-            if n > 64 {
-                core::ptr::copy_nonoverlapping(src, dst, n);
-            } else if n > 32 {
-                // Two 16-byte pairs: the first and the last 32 bytes.
-                let a = src.cast::<[u128; 2]>().read_unaligned();
-                let b = src.add(n - 32).cast::<[u128; 2]>().read_unaligned();
-                dst.cast::<[u128; 2]>().write_unaligned(a);
-                dst.add(n - 32).cast::<[u128; 2]>().write_unaligned(b);
-            } else {
-                let a = src.cast::<u128>().read_unaligned();
-                let b = src.add(n - 16).cast::<u128>().read_unaligned();
-                dst.cast::<u128>().write_unaligned(a);
-                dst.add(n - 16).cast::<u128>().write_unaligned(b);
-            }
-        } else if n >= 8 {
-            let a = src.cast::<u64>().read_unaligned();
-            let b = src.add(n - 8).cast::<u64>().read_unaligned();
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(n - 8).cast::<u64>().write_unaligned(b);
-        } else if n >= 4 {
-            let a = src.cast::<u32>().read_unaligned();
-            let b = src.add(n - 4).cast::<u32>().read_unaligned();
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
-        } else if n > 0 {
-            // 1..=3 bytes: first, middle, last.
-            let a = src.read();
-            let b = src.add(n / 2).read();
-            let c = src.add(n - 1).read();
-            dst.write(a);
-            dst.add(n / 2).write(b);
-            dst.add(n - 1).write(c);
-        }
     }
 }
 
@@ -278,6 +224,10 @@ pub(crate) unsafe fn region_mut<'a>(addr: usize, len: usize) -> &'a mut [u8] {
 /// range is made. Elements wider than 8 bytes, or a range not aligned to the element
 /// size, have no such instruction: they are applied to the bytes in place.
 ///
+/// The operands may lie in memory the initiator's process can still write (a packet
+/// in a shared ring): each is read once, into a copy that the checks and the operation
+/// then use, so the values checked are the values applied.
+///
 /// # Safety
 /// As [`region_mut`] for this process: the range is live and nothing else in this
 /// process accesses it during the call. Other processes may access it meanwhile only
@@ -290,9 +240,9 @@ pub(crate) unsafe fn atomic_shared(
     dt: atomic::Datatype,
     addr: usize,
     len: usize,
-    operand: &[u8],
-    compare: &[u8],
-    mut fetch: Option<&mut [u8]>,
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
+    fetch: Option<&mut [u8]>,
 ) -> Result<()> {
     // The commonest atomics, on one aligned 64-bit integer, skip the generic checks
     // and loop below: an add (fetching or not) is one `lock xadd`, a compare-and-swap
@@ -310,6 +260,37 @@ pub(crate) unsafe fn atomic_shared(
             return Ok(());
         }
     }
+    // SAFETY: forwarded contract.
+    unsafe { atomic_elements(class, op, dt, addr, len, operand, compare, fetch) }
+}
+
+/// The general case of [`atomic_shared`], with its contract: the operands copied out
+/// once (into buffers of the largest atomic, whose frame the common case never pays
+/// for), then applied element by element.
+///
+/// # Safety
+/// As [`atomic_shared`].
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn atomic_elements(
+    class: atomic::AtomicClass,
+    op: atomic::AtomicOp,
+    dt: atomic::Datatype,
+    addr: usize,
+    len: usize,
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
+    mut fetch: Option<&mut [u8]>,
+) -> Result<()> {
+    let mut operand_buf = [MaybeUninit::uninit(); crate::limits::MAX_ATOMIC_SIZE];
+    let mut compare_buf = [MaybeUninit::uninit(); crate::limits::MAX_ATOMIC_SIZE];
+    // Operands longer than any atomic: refused as `check` refuses a length mismatch.
+    let (Some(operand), Some(compare)) = (
+        operand.read_into(&mut operand_buf),
+        compare.read_into(&mut compare_buf),
+    ) else {
+        return Err(Error::Inval);
+    };
     let size = dt.size();
     atomic::check(
         class,
@@ -385,11 +366,14 @@ fn word64(
     class: atomic::AtomicClass,
     op: atomic::AtomicOp,
     addr: usize,
-    operand: &[u8],
-    compare: &[u8],
+    operand: SharedBytes<'_>,
+    compare: SharedBytes<'_>,
 ) -> Option<u64> {
     use atomic::{AtomicClass, AtomicOp};
-    let o = u64::from_ne_bytes(<[u8; 8]>::try_from(operand).ok()?);
+    if operand.len() != 8 {
+        return None;
+    }
+    let o = u64::from_ne_bytes(operand.read(0)?);
     let sum = op == AtomicOp::Sum && class != AtomicClass::Compare && compare.is_empty();
     let cswap = op == AtomicOp::Cswap && class == AtomicClass::Compare;
     if !(sum || cswap) {
@@ -401,7 +385,10 @@ fn word64(
     if sum {
         return Some(w.fetch_add(o, Ordering::AcqRel));
     }
-    let c = u64::from_ne_bytes(<[u8; 8]>::try_from(compare).ok()?);
+    if compare.len() != 8 {
+        return None;
+    }
+    let c = u64::from_ne_bytes(compare.read(0)?);
     Some(
         match w.compare_exchange(c, o, Ordering::AcqRel, Ordering::Acquire) {
             Ok(v) | Err(v) => v,
@@ -445,8 +432,8 @@ mod tests {
                     atomic::Datatype::Uint64,
                     word.as_ptr() as usize,
                     8,
-                    &1u64.to_ne_bytes(),
-                    &[],
+                    (&1u64.to_ne_bytes()).into(),
+                    b"".into(),
                     Some(&mut old),
                 )
                 .unwrap();
@@ -456,8 +443,8 @@ mod tests {
                     atomic::Datatype::Float,
                     f32_word.as_ptr() as usize,
                     4,
-                    &1f32.to_ne_bytes(),
-                    &[],
+                    (&1f32.to_ne_bytes()).into(),
+                    b"".into(),
                     None,
                 )
                 .unwrap();
@@ -517,8 +504,8 @@ mod tests {
                     dt,
                     got,
                     n,
-                    &operand,
-                    &compare,
+                    operand[..].into(),
+                    compare[..].into(),
                     fetch.then_some(&mut got_old[..]),
                 )
                 .unwrap();
@@ -530,8 +517,18 @@ mod tests {
                 "{op:?} {dt:?}"
             );
             // SAFETY: as above.
-            let bad =
-                unsafe { atomic_shared(class, op, dt, got, n, &operand[1..], &compare, None) };
+            let bad = unsafe {
+                atomic_shared(
+                    class,
+                    op,
+                    dt,
+                    got,
+                    n,
+                    operand[1..].into(),
+                    compare[..].into(),
+                    None,
+                )
+            };
             assert_eq!(bad, Err(Error::Inval));
         }
     }
@@ -543,7 +540,7 @@ mod tests {
         let iov = RawIov::many(&mut [&mut a[..], &mut b[..]]).unwrap();
         assert_eq!(iov.len(), 7);
         // SAFETY: a and b outlive the call and are not otherwise borrowed.
-        let n = unsafe { iov.fill(&[b"hel", b"lo world"]) };
+        let n = unsafe { iov.fill(b"hello world".into()) };
         assert_eq!(n, 7);
         assert_eq!(&a, b"hel");
         assert_eq!(&b, b"lo w");
@@ -571,7 +568,7 @@ mod tests {
             let mut buf = [0u8; 24];
             let iov = RawIov::one(&mut buf[..n.min(24)]);
             // SAFETY: `buf` outlives the call and is not otherwise borrowed.
-            let got = unsafe { iov.fill(&[&src[..n]]) };
+            let got = unsafe { iov.fill(src[..n].into()) };
             assert_eq!(got, n.min(24));
             assert_eq!(&buf[..got], &src[..got]);
         }
@@ -621,7 +618,7 @@ mod tests {
         assert_eq!(&a, b"REM");
         // Inline payloads are plain copies.
         // SAFETY: as above.
-        let (n, r) = unsafe { iov.fill_payload(Payload::<Flaky<'_>>::Inline(b"xy")) };
+        let (n, r) = unsafe { iov.fill_payload(Payload::<Flaky<'_>>::Inline(b"xy".into())) };
         assert_eq!((n, r), (2, Ok(())));
         assert_eq!(&a, b"xyM");
     }

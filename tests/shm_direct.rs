@@ -482,7 +482,7 @@ fn seg_bytes<S: Config>(mr: &DirectMr<'_, S>) -> Vec<u8> {
 /// (it would otherwise overtake them): completions and memory keep the posting order.
 #[test]
 fn direct_ops_wait_for_earlier_ring_ops() {
-    const KEY: u64 = 0xd5_0001;
+    const KEY: u64 = 0xd5_0011;
     let t = node::<Stack<Shm>>();
     let i = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(4096).unwrap();
@@ -527,7 +527,7 @@ fn direct_ops_wait_for_earlier_ring_ops() {
 /// both; once the target took everything, writes are direct again.
 #[test]
 fn direct_ops_wait_for_earlier_messages() {
-    const KEY: u64 = 0xd5_0002;
+    const KEY: u64 = 0xd5_0012;
     let t = node::<Stack<Shm>>();
     let i = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(4096).unwrap();
@@ -740,7 +740,7 @@ fn writes_to_a_closed_endpoint_are_refused() {
 /// full CQ refuses the write with `FI_EAGAIN` before it touches memory.
 #[test]
 fn writes_off_the_direct_entry() {
-    const KEY: u64 = 0xd9_0001;
+    const KEY: u64 = 0xd9_0011;
     let t = node::<Stack<Shm>>();
     let i = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(4096).unwrap();
@@ -955,7 +955,7 @@ fn direct_atomics_match_the_model() {
 /// owner withdraws and republishes nothing (plain contention on the busy count too).
 #[test]
 fn concurrent_fetch_adds_in_process() {
-    const KEY: u64 = 0xd7_0001;
+    const KEY: u64 = 0xd7_0011;
     const N: u64 = 5000;
     let t = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(64).unwrap();
@@ -1000,7 +1000,7 @@ fn concurrent_fetch_adds_in_process() {
 /// owner's withdrawal), however the writer's accesses fall against it.
 #[test]
 fn no_direct_write_lands_after_withdrawal() {
-    const KEY: u64 = 0xd7_0002;
+    const KEY: u64 = 0xd7_0012;
     const MARK: u64 = u64::from_ne_bytes([0xee; 8]);
     let t = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(4096).unwrap();
@@ -1221,7 +1221,7 @@ fn direct_ops_fail_at_once_after_the_target_died() {
 /// outwaited the stopped child quarantined the segment.
 #[test]
 fn a_stopped_initiator_never_writes_memory_taken_back() {
-    const KEY: u64 = 0xd7_0003;
+    const KEY: u64 = 0xd7_0013;
     const LEN: usize = 1 << 20;
     let t = node::<Stack<Shm>>();
     let mut seg = MappedSegment::new(LEN).unwrap();

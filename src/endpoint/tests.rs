@@ -191,7 +191,7 @@ impl Transport for FarEp {
                 return n;
             };
             let payload = match &p.body {
-                Body::Inline(v) => Payload::Inline(&v[..]),
+                Body::Inline(v) => Payload::Inline(v[..].into()),
                 Body::Remote(r) => Payload::Remote(r),
             };
             if !f(&p.hdr, &p.src, payload) {

@@ -8,7 +8,7 @@
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::error::Error;
 
-use super::Transport;
+use super::{SharedBytes, Transport};
 
 /// The implementation of every extension for a transport that lacks it. Uninhabited:
 /// only its associated functions are ever called.
@@ -30,15 +30,16 @@ pub trait DirectAccess<T: Transport + ?Sized> {
     ///
     /// [`Direct::Done`]: the operation took effect; read data or the values a fetching
     /// atomic replaced were handed to `out` in order, in one or more pieces that
-    /// together make exactly the result (`req.len` bytes). [`Direct::Failed`]: the
-    /// target's checks refused it, with the error the target would have answered
+    /// together make exactly the result (`req.len` bytes): [`SharedBytes`], since read
+    /// data comes straight from memory the target process may be writing.
+    /// [`Direct::Failed`]: the target's checks refused it, with the error the target would have answered
     /// (`KeyRejected`, `Access`, `Fault`, ...), and target memory is unchanged.
     /// [`Direct::Declined`]: send it as a packet.
     ///
     /// With `hold` set, earlier operations of the transmit context still wait for
     /// responses: nothing may be performed yet (it would overtake them), and the answer
     /// is [`Direct::Held`] if the operation would be handled here, else `Declined`.
-    fn direct<F: FnMut(&[u8])>(
+    fn direct<F: FnMut(SharedBytes<'_>)>(
         t: &T,
         tx: &mut T::Sender,
         to: &T::Peer,
@@ -69,7 +70,7 @@ pub trait DirectAccess<T: Transport + ?Sized> {
             to,
             &DirectReq::write(addr, key, &payload),
             false,
-            |_: &[u8]| {},
+            |_: SharedBytes<'_>| {},
         )
     }
 }
@@ -78,7 +79,7 @@ impl<T: Transport + ?Sized> DirectAccess<T> for Absent {
     const ENABLED: bool = false;
 
     #[inline(always)]
-    fn direct<F: FnMut(&[u8])>(
+    fn direct<F: FnMut(SharedBytes<'_>)>(
         _: &T,
         _: &mut T::Sender,
         _: &T::Peer,

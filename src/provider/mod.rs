@@ -206,7 +206,7 @@ pub trait Sink<R> {
     /// `packet(&m.header(), src, Payload::Inline(payload))`, which is what the default
     /// does.
     #[inline]
-    fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
+    fn eager(&mut self, m: &Eager, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.packet(&m.header(), src, Payload::Inline(payload))
     }
     /// A response to one of this endpoint's requests that travelled in a short form,
@@ -215,7 +215,7 @@ pub trait Sink<R> {
     /// `packet(&r.header(payload.len()), src, Payload::Inline(payload))`, which is what
     /// the default does.
     #[inline]
-    fn response(&mut self, r: &Response, src: &[u8], payload: &[u8]) -> bool {
+    fn response(&mut self, r: &Response, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
     }
     /// Whether the CQ read that runs this poll has all the entries it asked for: the
@@ -266,10 +266,13 @@ impl Pull for NoPull {
     }
 }
 
+pub use crate::bytes::SharedBytes;
+
 /// A received packet's payload: in the packet, or left with the sender.
 pub enum Payload<'a, R> {
-    /// The bytes are in the packet.
-    Inline(&'a [u8]),
+    /// The bytes are in the packet, which the sender's process may still write (a
+    /// misbehaving one): a [`SharedBytes`], copied out, never borrowed.
+    Inline(SharedBytes<'a>),
     /// The bytes are with the sender; [`Payload::copy_to`] reads them.
     Remote(&'a R),
 }
@@ -311,7 +314,7 @@ impl<'a, R: Pull> Payload<'a, R> {
 
     /// The bytes, if they are in the packet.
     #[inline]
-    pub fn inline(&self) -> Option<&'a [u8]> {
+    pub fn inline(&self) -> Option<SharedBytes<'a>> {
         match *self {
             Payload::Inline(s) => Some(s),
             Payload::Remote(_) => None,
@@ -325,14 +328,7 @@ impl<'a, R: Pull> Payload<'a, R> {
     #[inline]
     pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         match *self {
-            Payload::Inline(s) => {
-                let src = off
-                    .checked_add(dst.len())
-                    .and_then(|end| s.get(off..end))
-                    .ok_or(Error::Io)?;
-                dst.copy_from_slice(src);
-                Ok(())
-            }
+            Payload::Inline(s) => s.copy_to(off, dst),
             // `len` is asked here, inline, rather than in `pull_to`: for `NoPull` it is
             // unreachable, which lets the compiler drop this arm and the variant test.
             Payload::Remote(r) => pull_to(r, r.len(), off, dst),
@@ -412,7 +408,7 @@ mod tests {
             data: b"0123456789".to_vec(),
             reads: Default::default(),
         };
-        let inline = Payload::<Counted>::Inline(b"0123456789");
+        let inline = Payload::<Counted>::Inline(b"0123456789".into());
         let remote = Payload::Remote(&r);
         for p in [inline, remote] {
             assert_eq!((p.len(), p.is_empty()), (10, false));
@@ -426,11 +422,49 @@ mod tests {
             assert_eq!(p.copy_to(11, &mut []), Err(Error::Io));
         }
         assert_eq!(r.reads.get(), 2);
-        assert_eq!(inline.inline(), Some(&b"0123456789"[..]));
+        assert_eq!(
+            inline.inline().map(|s| s.to_vec()),
+            Some(b"0123456789".to_vec())
+        );
         assert!(remote.inline().is_none());
         assert_eq!(format!("{remote:?}"), "Remote(10)");
-        let none = Payload::<NoPull>::Inline(&[]);
+        let none = Payload::<NoPull>::Inline(b"".into());
         assert!(none.is_empty());
-        assert_eq!(none.inline(), Some(&[][..]));
+        assert_eq!(none.inline().map(|s| s.len()), Some(0));
+    }
+
+    /// Shared bytes are only ever copied out, bounds checked.
+    #[test]
+    fn shared_bytes_copy_out_within_bounds() {
+        let data = *b"0123456789";
+        let s = SharedBytes::from(&data);
+        assert_eq!(
+            (s.len(), s.is_empty(), s.as_ptr()),
+            (10, false, data.as_ptr())
+        );
+        assert_eq!(s.read::<4>(6), Some(*b"6789"));
+        assert_eq!(s.read::<4>(7), None);
+        assert_eq!(s.read::<0>(10), Some([]));
+        let sub = s.get(2, 5).unwrap();
+        assert_eq!(sub.to_vec(), b"23456");
+        assert!(s.get(2, 9).is_none() && s.get(11, 0).is_none());
+        assert!(s.get(10, 0).unwrap().is_empty());
+        let mut d = [0u8; 3];
+        assert_eq!(sub.copy_to(2, &mut d), Ok(()));
+        assert_eq!(&d, b"456");
+        assert_eq!(sub.copy_to(3, &mut d), Err(Error::Io));
+        assert_eq!(sub.copy_to(usize::MAX, &mut d), Err(Error::Io));
+        let mut buf = [core::mem::MaybeUninit::<u8>::uninit(); 8];
+        assert_eq!(sub.read_into(&mut buf), Some(&b"23456"[..]));
+        assert_eq!(s.read_into(&mut buf), None);
+        let mut v = b"ab".to_vec();
+        sub.append_to(&mut v);
+        assert_eq!(v, b"ab23456");
+        assert_eq!(format!("{sub:?}"), "SharedBytes { len: 5, .. }");
+        // As small as the slice it replaced: the payload's tag hides in the pointer.
+        assert_eq!(
+            core::mem::size_of::<Payload<'_, NoPull>>(),
+            core::mem::size_of::<&[u8]>()
+        );
     }
 }

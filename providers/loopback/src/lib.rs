@@ -360,7 +360,10 @@ mod tests {
     fn drain(ep: &LoopbackEp, rx: &mut LoopbackRx) -> Vec<(u64, u64)> {
         let mut out = vec![];
         ep.poll(rx, |h, src, p| {
-            assert_eq!(p.inline(), Some(&h.tag.to_le_bytes()[..]));
+            assert_eq!(
+                p.inline().map(|s| s.to_vec()),
+                Some(h.tag.to_le_bytes().to_vec())
+            );
             out.push((u64::from_le_bytes(src.try_into().unwrap()), h.tag));
             true
         });

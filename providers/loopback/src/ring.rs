@@ -268,7 +268,7 @@ impl Consumer {
                 // itself): that writes other slots only.
                 let slot = unsafe { &mut *cell.get() };
                 // Payloads are copied into the ring: always in the packet.
-                if !f(&slot.hdr, &r.src, Payload::Inline(&slot.payload)) {
+                if !f(&slot.hdr, &r.src, Payload::Inline(slot.payload[..].into())) {
                     return Drained::Refused;
                 }
                 if slot.payload.capacity() > RETAIN {
@@ -319,7 +319,7 @@ fn drain_spill<F: FnMut(&Header, &[u8], Payload<'_, NoPull>) -> bool>(
             // `spilled` still counts `p`: the producer keeps spilling meanwhile.
         };
         // The lock is not held here: the handler may send into this channel.
-        let ok = f(&p.hdr, &r.src, Payload::Inline(&p.payload));
+        let ok = f(&p.hdr, &r.src, Payload::Inline(p.payload[..].into()));
         let mut q = r.spill();
         if !ok {
             q.push_front(p);
@@ -351,7 +351,10 @@ mod tests {
         c.drain(
             &mut |h: &Header, src: &[u8], p: Payload<'_, NoPull>| {
                 assert_eq!(src, &[7u8; NAME_LEN]);
-                assert_eq!(p.inline(), Some(&h.tag.to_le_bytes()[..]));
+                assert_eq!(
+                    p.inline().map(|s| s.to_vec()),
+                    Some(h.tag.to_le_bytes().to_vec())
+                );
                 out.push(h.tag);
                 true
             },
@@ -499,7 +502,10 @@ mod tests {
             match c.drain(
                 &mut |h: &Header, _: &[u8], x: Payload<'_, NoPull>| {
                     assert_eq!(h.tag, next);
-                    assert_eq!(x.inline(), Some(&next.to_le_bytes()[..]));
+                    assert_eq!(
+                        x.inline().map(|s| s.to_vec()),
+                        Some(next.to_le_bytes().to_vec())
+                    );
                     next += 1;
                     true
                 },

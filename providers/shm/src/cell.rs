@@ -29,16 +29,18 @@
 //!   fetching atomic's old values) is one cache line.
 //!
 //! Every value comes from another process and is validated here: [`parse`] never
-//! panics and never yields a length or offset outside the cells it was given.
+//! panics and never yields a length or offset outside the cells it was given. The
+//! cells are [`SharedBytes`]: the sender's process can still write them, so each field
+//! is copied out once and parsed from the copy, and payloads are handed on as views to
+//! copy out of, never as slices.
 
 use fabric::provider::wire::{
     Eager, Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
 };
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 use zerocopy::FromBytes;
 
-use crate::region::{CELL, RNDV_RECORDS};
-use crate::rndv;
+use crate::layout::region::{CELL, GEN_MAX, RNDV_RECORDS};
 
 /// Kind: filler up to the end of the ring.
 pub const SKIP: u64 = 1;
@@ -131,11 +133,7 @@ impl Desc {
         b
     }
 
-    fn decode(b: &[u8]) -> Result<Desc> {
-        let b: &[u8; DESC_LEN] = b
-            .get(..DESC_LEN)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(Error::Io)?;
+    fn decode(b: &[u8; DESC_LEN]) -> Result<Desc> {
         let u64_at = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&b[i..i + 8]);
@@ -151,7 +149,7 @@ impl Desc {
         };
         match d.mode {
             Desc::CMA | Desc::MAPPED | Desc::MAPPED_FAR => {}
-            Desc::RNDV if (d.slot as usize) < RNDV_RECORDS && d.gen <= rndv::GEN_MAX => {}
+            Desc::RNDV if (d.slot as usize) < RNDV_RECORDS && d.gen <= GEN_MAX => {}
             _ => return Err(Error::Io),
         }
         Ok(d)
@@ -222,7 +220,7 @@ pub fn atomic_fields(hdr: &Header) -> [u8; ATOMIC_BODY - WORD] {
 /// `avail` (whole cells). Garbage (unknown high bits or flags, more cells than `avail`)
 /// gives `Err(Io)`.
 #[inline(always)]
-pub fn atomic(w: u64, avail: &[u8]) -> Result<(Header, &[u8], usize)> {
+pub fn atomic(w: u64, avail: SharedBytes<'_>) -> Result<(Header, SharedBytes<'_>, usize)> {
     if (w >> 36) & 0xf != 0 || w >> 56 != 0 {
         return Err(Error::Io);
     }
@@ -232,8 +230,11 @@ pub fn atomic(w: u64, avail: &[u8]) -> Result<(Header, &[u8], usize)> {
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    let (Some(b), Some(payload)) = (avail.get(WORD..ATOMIC_BODY), avail.get(ATOMIC_BODY..end))
-    else {
+    // The payload first: its bounds cover the fields before it.
+    let Some(payload) = avail.get(ATOMIC_BODY, len) else {
+        return Err(Error::Io);
+    };
+    let Some(b) = avail.read::<{ ATOMIC_BODY - WORD }>(WORD) else {
         return Err(Error::Io);
     };
     let u64_at = |i: usize| {
@@ -332,7 +333,7 @@ pub enum Parsed {
 /// Parses the packet whose control word is `w`, with `avail` = the bytes from its
 /// first cell to the end of the ring (all of which the receiver may read). The stamp
 /// has already been matched. Garbage gives `Err(Io)`.
-pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
+pub fn parse(w: u64, avail: SharedBytes<'_>, max_inline: usize) -> Result<Parsed> {
     let kind = (w >> 32) & 0xf;
     let ok_len = |bytes: usize| -> Result<usize> {
         let cells = cells_for(bytes);
@@ -406,7 +407,7 @@ pub fn parse(w: u64, avail: &[u8], max_inline: usize) -> Result<Parsed> {
                 _ => return Err(Error::Io),
             }
             let cells = ok_len(BODY_OFF + DESC_LEN)?;
-            let desc = Desc::decode(&avail[BODY_OFF..])?;
+            let desc = Desc::decode(&avail.read(BODY_OFF).ok_or(Error::Io)?)?;
             if desc.len != hdr.len {
                 return Err(Error::Io);
             }
@@ -423,11 +424,11 @@ pub fn kind(w: u64) -> u64 {
 }
 
 /// Parses a compact packet (`kind(w)` is [`COMPACT`] or [`COMPACT_DATA`]) as the
-/// message it carries and the cells it takes; its payload is
-/// `avail[compact_prefix(m.data.is_some())..][..m.len]`, within `avail`. The receive
-/// lane: no [`Header`] is built. Garbage gives `Err(Io)`.
+/// message it carries and the cells it takes; its payload is the `m.len` bytes at
+/// `compact_prefix(m.data.is_some())`, within `avail`. The receive lane: no
+/// [`Header`] is built. Garbage gives `Err(Io)`.
 #[inline(always)]
-pub fn eager(w: u64, avail: &[u8]) -> Result<(Eager, usize)> {
+pub fn eager(w: u64, avail: SharedBytes<'_>) -> Result<(Eager, usize)> {
     let data = kind(w) == COMPACT_DATA;
     message(w, avail, data, compact_prefix(data))
 }
@@ -444,7 +445,7 @@ pub fn is_compact(w: u64) -> bool {
 /// of the ring, whole cells). What [`eager`] and the payload slice give, with each
 /// bound checked once. Garbage gives `Err(Io)`.
 #[inline(always)]
-pub fn compact(w: u64, avail: &[u8]) -> Result<(Eager, &[u8], usize)> {
+pub fn compact(w: u64, avail: SharedBytes<'_>) -> Result<(Eager, SharedBytes<'_>, usize)> {
     let has_data = w & (1 << 32) != 0;
     let op = match (w >> 36) & 0xf {
         x if x == Op::Tagged as u64 => Op::Tagged,
@@ -459,19 +460,20 @@ pub fn compact(w: u64, avail: &[u8]) -> Result<(Eager, &[u8], usize)> {
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    let (Some(first), Some(payload)) = (avail.first_chunk::<CELL>(), avail.get(prefix..end)) else {
+    // The payload first: its bounds cover the tag and the data word before it.
+    let Some(payload) = avail.get(prefix, len) else {
         return Err(Error::Io);
     };
-    let word = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&first[i..i + 8]);
-        u64::from_le_bytes(b)
+    let word = |off: usize| avail.read(off).map(u64::from_le_bytes).ok_or(Error::Io);
+    let data = if has_data {
+        Some(word(WORD + 8)?)
+    } else {
+        None
     };
-    let data = has_data.then(|| word(WORD + 8));
     let m = Eager {
         op,
         rx_idx: 0,
-        tag: word(WORD),
+        tag: word(WORD)?,
         data,
         len,
     };
@@ -484,7 +486,7 @@ pub fn compact(w: u64, avail: &[u8]) -> Result<(Eager, &[u8], usize)> {
 /// unknown high bits, more cells than `avail`) gives `Err(Io)`; the request id is the
 /// initiator's to check.
 #[inline(always)]
-pub fn response(w: u64, avail: &[u8]) -> Result<(Response, &[u8], usize)> {
+pub fn response(w: u64, avail: SharedBytes<'_>) -> Result<(Response, SharedBytes<'_>, usize)> {
     const ACK: u64 = Op::Ack as u64;
     const READ: u64 = Op::ReadResp as u64;
     const ATOMIC: u64 = Op::AtomicResp as u64;
@@ -497,23 +499,28 @@ pub fn response(w: u64, avail: &[u8]) -> Result<(Response, &[u8], usize)> {
     if w >> 56 != 0 {
         return Err(Error::Io);
     }
-    let end = RESP_BODY + ((w >> 40) & 0xffff) as usize;
-    let cells = cells_for(end);
-    // Whole cells, so this also puts the payload (`..end`) and the prefix in bounds.
+    let len = ((w >> 40) & 0xffff) as usize;
+    let cells = cells_for(RESP_BODY + len);
+    // Whole cells, so this also puts the payload and the prefix in bounds.
     if cells * CELL > avail.len() {
         return Err(Error::Io);
     }
-    let (Some(first), Some(payload)) = (avail.first_chunk::<CELL>(), avail.get(RESP_BODY..end))
-    else {
+    // The payload first: its bounds cover the fields before it. Request id, status
+    // and transmit context are copied out together.
+    let Some(payload) = avail.get(RESP_BODY, len) else {
         return Err(Error::Io);
     };
+    let Some(f) = avail.read::<{ RESP_BODY - RESP_REQ }>(RESP_REQ) else {
+        return Err(Error::Io);
+    };
+    let at = |o: usize| o - RESP_REQ;
     let mut req = [0u8; 8];
-    req.copy_from_slice(&first[RESP_REQ..RESP_REQ + 8]);
+    req.copy_from_slice(&f[at(RESP_REQ)..at(RESP_REQ) + 8]);
     let mut status = [0u8; 4];
-    status.copy_from_slice(&first[RESP_STATUS..RESP_STATUS + 4]);
+    status.copy_from_slice(&f[at(RESP_STATUS)..at(RESP_STATUS) + 4]);
     let r = Response {
         op,
-        tx_idx: u16::from_le_bytes([first[RESP_TX], first[RESP_TX + 1]]),
+        tx_idx: u16::from_le_bytes([f[at(RESP_TX)], f[at(RESP_TX) + 1]]),
         req: u64::from_le_bytes(req),
         status: u32::from_le_bytes(status),
     };
@@ -524,7 +531,7 @@ pub fn response(w: u64, avail: &[u8]) -> Result<(Response, &[u8], usize)> {
 /// the tag (and with `data` the remote CQ data) from the first cell, the payload after
 /// `prefix` bytes; and the cells it takes, all within `avail`.
 #[inline(always)]
-fn message(w: u64, avail: &[u8], data: bool, prefix: usize) -> Result<(Eager, usize)> {
+fn message(w: u64, avail: SharedBytes<'_>, data: bool, prefix: usize) -> Result<(Eager, usize)> {
     let op = match ((w >> 36) & 0xf) as u8 {
         x if x == Op::Tagged as u8 => Op::Tagged,
         x if x == Op::Msg as u8 => Op::Msg,
@@ -555,22 +562,24 @@ fn message(w: u64, avail: &[u8], data: bool, prefix: usize) -> Result<(Eager, us
 }
 
 #[inline(always)]
-fn read_u64(b: &[u8], off: usize) -> Result<u64> {
-    let s = b.get(off..off + 8).ok_or(Error::Io)?;
-    let mut w = [0u8; 8];
-    w.copy_from_slice(s);
-    Ok(u64::from_le_bytes(w))
+fn read_u64(b: SharedBytes<'_>, off: usize) -> Result<u64> {
+    b.read(off).map(u64::from_le_bytes).ok_or(Error::Io)
 }
 
-fn read_header(avail: &[u8]) -> Result<Header> {
-    let b = avail.get(HDR_OFF..HDR_OFF + 64).ok_or(Error::Io)?;
-    Header::read_from_bytes(b).map_err(|_| Error::Io)
+fn read_header(avail: SharedBytes<'_>) -> Result<Header> {
+    let b = avail.read::<64>(HDR_OFF).ok_or(Error::Io)?;
+    Header::read_from_bytes(&b).map_err(|_| Error::Io)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A peer's cells as the parsers see them.
+    fn sb(b: &[u8]) -> SharedBytes<'_> {
+        b.into()
+    }
 
     fn packet(w: u64, body: &[u8]) -> Vec<u8> {
         let mut v = w.to_le_bytes().to_vec();
@@ -586,7 +595,7 @@ mod tests {
         body.extend_from_slice(&[7u8; 48]);
         let p = packet(w, &body);
         assert_eq!(p.len(), 64);
-        match parse(w, &p, 4096).unwrap() {
+        match parse(w, sb(&p), 4096).unwrap() {
             Parsed::Inline {
                 hdr,
                 off,
@@ -609,7 +618,7 @@ mod tests {
         body.resize(STREAM_BODY - WORD + 4096, 3);
         let p = packet(w, &body);
         assert_eq!(p.len(), 65 * CELL);
-        match parse(w, &p, 4096).unwrap() {
+        match parse(w, sb(&p), 4096).unwrap() {
             Parsed::Stream { hdr, len, cells } => {
                 assert_eq!((hdr.tag, hdr.data, len, cells), (0x77, 0x99, 4096, 65));
                 assert_eq!((hdr.op, hdr.flags), (Op::Msg as u8, HDR_REMOTE_CQ_DATA));
@@ -618,11 +627,13 @@ mod tests {
         }
         // Without data; one cell short; an unknown high bit; a non-message op.
         let w0 = word_stream(9, Op::Tagged, false, 4096);
-        assert!(matches!(parse(w0, &p, 4096), Ok(Parsed::Stream { hdr, .. }) if hdr.flags == 0));
-        assert!(parse(w, &p[..64 * CELL], 4096).is_err());
-        assert!(parse(w | 1 << 60, &p, 4096).is_err());
+        assert!(
+            matches!(parse(w0, sb(&p), 4096), Ok(Parsed::Stream { hdr, .. }) if hdr.flags == 0)
+        );
+        assert!(parse(w, sb(&p[..64 * CELL]), 4096).is_err());
+        assert!(parse(w | 1 << 60, sb(&p), 4096).is_err());
         let rma = stamp(9) as u64 | STREAM << 32 | (Op::Write as u64) << 36;
-        assert!(parse(rma, &p, 4096).is_err());
+        assert!(parse(rma, sb(&p), 4096).is_err());
     }
 
     #[test]
@@ -632,7 +643,7 @@ mod tests {
         body.extend_from_slice(&42u64.to_le_bytes());
         body.extend_from_slice(b"hello");
         let p = packet(w, &body);
-        let (m, cells) = eager(w, &p).unwrap();
+        let (m, cells) = eager(w, sb(&p)).unwrap();
         assert_eq!(
             (m.op, m.tag, m.data, m.len, cells),
             (Op::Msg, 7, Some(42), 5, 1)
@@ -640,22 +651,23 @@ mod tests {
         let off = compact_prefix(true);
         assert_eq!(&p[off..off + m.len], b"hello");
         // The same packet through `parse`: the header the lane does without.
-        match parse(w, &p, 4096).unwrap() {
+        match parse(w, sb(&p), 4096).unwrap() {
             Parsed::Inline { hdr, .. } => assert_eq!(hdr, m.header()),
             other => panic!("{other:?}"),
         }
         // An op compact cells never carry, or more payload than the cells given.
         let bad_op = (w & !(0xf << 36)) | (Op::Write as u64) << 36;
-        assert!(eager(bad_op, &p).is_err());
+        assert!(eager(bad_op, sb(&p)).is_err());
         let long = word_compact(3, Op::Tagged, false, 49);
-        assert!(eager(long, &p).is_err());
-        assert!(eager(w, &p[..8]).is_err());
+        assert!(eager(long, sb(&p)).is_err());
+        assert!(eager(w, sb(&p[..8])).is_err());
         // The lane's parser: the same message, and the payload with it.
         assert!(is_compact(w) && is_compact(long) && !is_compact(word(3, FULL)));
-        assert_eq!(compact(w, &p).unwrap(), (m, &b"hello"[..], 1));
-        assert!(compact(bad_op, &p).is_err());
-        assert!(compact(long, &p).is_err());
-        assert!(compact(w, &p[..8]).is_err());
+        let (lane, payload, k) = compact(w, sb(&p)).unwrap();
+        assert_eq!((lane, payload.to_vec(), k), (m, b"hello".to_vec(), 1));
+        assert!(compact(bad_op, sb(&p)).is_err());
+        assert!(compact(long, sb(&p)).is_err());
+        assert!(compact(w, sb(&p[..8])).is_err());
     }
 
     #[test]
@@ -670,7 +682,7 @@ mod tests {
         body.extend_from_slice(&[1, 2, 3]);
         let p = packet(word(0, FULL), &body);
         assert_eq!(
-            parse(word(0, FULL), &p, 4096).unwrap(),
+            parse(word(0, FULL), sb(&p), 4096).unwrap(),
             Parsed::Inline {
                 hdr,
                 off: BODY_OFF,
@@ -679,8 +691,8 @@ mod tests {
             }
         );
         // Short of cells, or longer than the inline limit: refused.
-        assert!(parse(word(0, FULL), &p[..64], 4096).is_err());
-        assert!(parse(word(0, FULL), &p, 2).is_err());
+        assert!(parse(word(0, FULL), sb(&p[..64]), 4096).is_err());
+        assert!(parse(word(0, FULL), sb(&p), 2).is_err());
         let hdr = Header {
             len: 1 << 20,
             ..hdr
@@ -696,7 +708,7 @@ mod tests {
         body.extend_from_slice(&desc.encode());
         let p = packet(word(0, LARGE), &body);
         assert_eq!(
-            parse(word(0, LARGE), &p, 4096).unwrap(),
+            parse(word(0, LARGE), sb(&p), 4096).unwrap(),
             Parsed::Large {
                 hdr,
                 desc,
@@ -706,7 +718,7 @@ mod tests {
         let bad = Desc { len: 5, ..desc };
         let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
         body.extend_from_slice(&bad.encode());
-        assert!(parse(word(0, LARGE), &packet(word(0, LARGE), &body), 4096).is_err());
+        assert!(parse(word(0, LARGE), sb(&packet(word(0, LARGE), &body)), 4096).is_err());
     }
 
     #[test]
@@ -720,16 +732,19 @@ mod tests {
         body.extend_from_slice(&7u64.to_le_bytes());
         let p = packet(w, &body);
         assert_eq!(p.len(), CELL);
-        let (r, payload, cells) = response(w, &p).unwrap();
+        let (r, payload, cells) = response(w, sb(&p)).unwrap();
         let want = Response {
             op: Op::AtomicResp,
             tx_idx: 3,
             req: 0x0123_4567_89ab_cdef,
             status: 61,
         };
-        assert_eq!((r, payload, cells), (want, &7u64.to_le_bytes()[..], 1));
         assert_eq!(
-            parse(w, &p, 4096).unwrap(),
+            (r, payload.to_vec(), cells),
+            (want, 7u64.to_le_bytes().to_vec(), 1)
+        );
+        assert_eq!(
+            parse(w, sb(&p), 4096).unwrap(),
             Parsed::Inline {
                 hdr: want.header(8),
                 off: RESP_BODY,
@@ -744,8 +759,8 @@ mod tests {
             w | 1 << 60,
             word_response(4, Op::Ack as u8, 41),
         ] {
-            assert!(response(bad, &p).is_err(), "{bad:#x}");
-            assert!(parse(bad, &p, 4096).is_err(), "{bad:#x}");
+            assert!(response(bad, sb(&p)).is_err(), "{bad:#x}");
+            assert!(parse(bad, sb(&p), 4096).is_err(), "{bad:#x}");
         }
 
         // A fetch-add request: 8 bytes of operand.
@@ -769,10 +784,13 @@ mod tests {
         body.extend_from_slice(&1u64.to_le_bytes());
         let p = packet(w, &body);
         assert_eq!(p.len(), CELL);
-        let (h, payload, cells) = atomic(w, &p).unwrap();
-        assert_eq!((h, payload, cells), (hdr, &1u64.to_le_bytes()[..], 1));
+        let (h, payload, cells) = atomic(w, sb(&p)).unwrap();
+        assert_eq!(
+            (h, payload.to_vec(), cells),
+            (hdr, 1u64.to_le_bytes().to_vec(), 1)
+        );
         assert!(
-            matches!(parse(w, &p, 4096), Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: 8, cells: 1 }) if h == hdr)
+            matches!(parse(w, sb(&p), 4096), Ok(Parsed::Inline { hdr: h, off: ATOMIC_BODY, len: 8, cells: 1 }) if h == hdr)
         );
         // Remote CQ data, another op or a length that disagrees: not this form.
         let data = Header {
@@ -791,10 +809,10 @@ mod tests {
         // Unknown flags or high bits, a payload past the cells given.
         let mut bad_flags = p.clone();
         bad_flags[WORD + 32] |= HDR_REMOTE_CQ_DATA;
-        assert!(atomic(w, &bad_flags).is_err());
-        assert!(atomic(w | 1 << 36, &p).is_err() && atomic(w | 1 << 60, &p).is_err());
-        assert!(atomic(word_atomic(9, 17), &p).is_err());
-        assert!(atomic(w, &p[..8]).is_err());
+        assert!(atomic(w, sb(&bad_flags)).is_err());
+        assert!(atomic(w | 1 << 36, sb(&p)).is_err() && atomic(w | 1 << 60, sb(&p)).is_err());
+        assert!(atomic(word_atomic(9, 17), sb(&p)).is_err());
+        assert!(atomic(w, sb(&p[..8])).is_err());
     }
 
     proptest! {
@@ -804,9 +822,9 @@ mod tests {
         #[test]
         fn lanes_are_total(w in any::<u64>(), kind in prop_oneof![Just(RESPONSE), Just(ATOMIC)], avail in proptest::collection::vec(any::<u8>(), 0..512)) {
             let w = (w & !(0xf << 32)) | kind << 32;
-            let parsed = parse(w, &avail, 4096);
+            let parsed = parse(w, sb(&avail), 4096);
             if kind == RESPONSE {
-                match response(w, &avail) {
+                match response(w, sb(&avail)) {
                     Ok((r, payload, cells)) => {
                         prop_assert!(cells * CELL <= avail.len());
                         prop_assert!(RESP_BODY + payload.len() <= cells * CELL);
@@ -816,7 +834,7 @@ mod tests {
                     Err(_) => prop_assert!(parsed.is_err()),
                 }
             } else {
-                match atomic(w, &avail) {
+                match atomic(w, sb(&avail)) {
                     Ok((h, payload, cells)) => {
                         prop_assert!(cells * CELL <= avail.len());
                         prop_assert!(ATOMIC_BODY + payload.len() <= cells * CELL);
@@ -833,20 +851,20 @@ mod tests {
         /// Arbitrary bytes from a peer: never a panic, never a range outside `avail`.
         #[test]
         fn parse_is_total(w in any::<u64>(), avail in proptest::collection::vec(any::<u8>(), 0..512)) {
-            if let Ok((m, cells)) = eager(w, &avail) {
+            if let Ok((m, cells)) = eager(w, sb(&avail)) {
                 prop_assert!(compact_prefix(m.data.is_some()) + m.len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());
             }
-            if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, &avail, 256) {
+            if let Ok(Parsed::Inline { off, len, cells, .. }) = parse(w, sb(&avail), 256) {
                 prop_assert!(off + len <= avail.len());
                 prop_assert!(cells * CELL <= avail.len());
             }
-            if let Ok(Parsed::Stream { len, cells, hdr }) = parse(w, &avail, 256) {
+            if let Ok(Parsed::Stream { len, cells, hdr }) = parse(w, sb(&avail), 256) {
                 prop_assert!(STREAM_BODY + len <= cells * CELL);
                 prop_assert!(cells * CELL <= avail.len());
                 prop_assert_eq!(hdr.len, len as u64);
             }
-            if let Ok(Parsed::Large { cells, desc, hdr }) = parse(w, &avail, 256) {
+            if let Ok(Parsed::Large { cells, desc, hdr }) = parse(w, sb(&avail), 256) {
                 prop_assert!(cells * CELL <= avail.len());
                 prop_assert_eq!(desc.len, hdr.len);
                 if desc.mode == Desc::RNDV {
@@ -862,10 +880,14 @@ mod tests {
             let kind = kind(w);
             prop_assert_eq!(is_compact(w), kind == COMPACT || kind == COMPACT_DATA);
             if is_compact(w) {
-                let lane = compact(w, &avail).ok();
-                let reference = eager(w, &avail).ok().map(|(m, cells)| {
+                let lane = compact(w, sb(&avail)).ok().map(|(m, p, cells)| {
+                    // The view is the bytes it claims to be: where they lie in `avail`.
+                    let at = p.as_ptr() as usize - avail.as_ptr() as usize;
+                    (m, at, p.to_vec(), cells)
+                });
+                let reference = eager(w, sb(&avail)).ok().map(|(m, cells)| {
                     let o = compact_prefix(m.data.is_some());
-                    (m, &avail[o..o + m.len], cells)
+                    (m, o, avail[o..o + m.len].to_vec(), cells)
                 });
                 prop_assert_eq!(lane, reference);
             }
@@ -880,8 +902,8 @@ mod tests {
             let mut body = zerocopy::IntoBytes::as_bytes(&hdr).to_vec();
             body.extend_from_slice(&desc.encode());
             let p = packet(word(0, LARGE), &body);
-            let ok = (desc.slot as usize) < RNDV_RECORDS && desc.gen <= rndv::GEN_MAX;
-            match parse(word(0, LARGE), &p, 4096) {
+            let ok = (desc.slot as usize) < RNDV_RECORDS && desc.gen <= GEN_MAX;
+            match parse(word(0, LARGE), sb(&p), 4096) {
                 Ok(Parsed::Large { desc: d, .. }) => { prop_assert!(ok); prop_assert_eq!(d, desc); }
                 Ok(other) => prop_assert!(false, "{:?}", other),
                 Err(_) => prop_assert!(!ok),

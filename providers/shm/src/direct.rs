@@ -15,76 +15,22 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::Arc;
 
 use fabric::atomic::{self, AtomicClass, AtomicOp, Datatype};
 use fabric::flags::MrAccess;
 use fabric::limits::MAX_ATOMIC_SIZE;
 use fabric::provider::{Direct, DirectOp, DirectReq};
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
-use crate::directory::{PeerDirectory, Snapshot};
-use crate::lanes;
+use crate::layout::directory::PeerDir;
+use crate::layout::lanes;
+use crate::layout::segment::{Lane, SegFile};
+use crate::layout::sys;
 use crate::peer::PeerRegion;
-use crate::segment::{Lane, SegFile};
-use crate::sys;
 
 /// Most cached (peer, key) entries of one sender before the cache starts over.
 const CACHE_MAX: usize = 4096;
-
-/// A peer process's directory and the segments mapped from it, shared by every
-/// endpoint of this process that talks to it.
-pub struct PeerDir {
-    dir: PeerDirectory,
-    pid: u32,
-    segs: Mutex<HashMap<u64, Weak<SegFile>>>,
-}
-
-/// Peer directories by process (pid, start time).
-type Procs = HashMap<(u32, u64), Weak<PeerDir>>;
-
-fn procs() -> MutexGuard<'static, Procs> {
-    static PROCS: OnceLock<Mutex<Procs>> = OnceLock::new();
-    PROCS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-impl PeerDir {
-    /// The directory of process `pid` (started at `start`), advertised as descriptor
-    /// `fd` of `len` bytes, mapped on first use.
-    fn get(pid: u32, start: u64, fd: u32, len: u64) -> Result<Arc<PeerDir>> {
-        let mut map = procs();
-        if let Some(d) = map.get(&(pid, start)).and_then(Weak::upgrade) {
-            return Ok(d);
-        }
-        let d = Arc::new(PeerDir {
-            dir: PeerDirectory::open(pid, start, fd, len)?,
-            pid,
-            segs: Mutex::new(HashMap::new()),
-        });
-        map.retain(|_, w| w.strong_count() > 0);
-        map.insert((pid, start), Arc::downgrade(&d));
-        Ok(d)
-    }
-
-    /// The segment `snap` names, mapped on first use.
-    fn segment(&self, snap: &Snapshot) -> Result<Arc<SegFile>> {
-        let e = &snap.entry;
-        let len = usize::try_from(e.len).map_err(|_| Error::AddrNotAvail)?;
-        let mut segs = self.segs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = segs.get(&e.nonce).and_then(Weak::upgrade) {
-            if s.len() == len {
-                return Ok(s);
-            }
-        }
-        let s = Arc::new(SegFile::open(self.pid, e.fd, len, e.nonce)?);
-        segs.retain(|_, w| w.strong_count() > 0);
-        segs.insert(e.nonce, Arc::downgrade(&s));
-        Ok(s)
-    }
-}
 
 /// The directory of `to`'s process, if it advertises one that maps.
 #[inline]
@@ -460,7 +406,7 @@ enum Kind {
 /// Performs `req` into `to`'s published memory if there is any under its key (see
 /// [`fabric::provider::DirectAccess::direct`] for the contract).
 #[inline]
-pub fn run<F: FnMut(&[u8])>(
+pub fn run<F: FnMut(SharedBytes<'_>)>(
     tx: &mut TxDirect,
     to: &PeerRegion,
     req: &DirectReq<'_>,
@@ -546,14 +492,14 @@ fn write_slow(tx: &mut TxDirect, to: &PeerRegion, addr: u64, key: u64, data: &[u
         &req,
         (Kind::Write, MrAccess::REMOTE_WRITE),
         false,
-        |_: &[u8]| {},
+        |_: SharedBytes<'_>| {},
     )
 }
 
 /// [`run`] after [`admit`]: `req`, of `kind` needing `access`, performed through the
 /// cached entry of (`to`, `req.key`), looked up on a miss.
 #[inline]
-fn perform<F: FnMut(&[u8])>(
+fn perform<F: FnMut(SharedBytes<'_>)>(
     tx: &mut TxDirect,
     to: &PeerRegion,
     req: &DirectReq<'_>,
@@ -609,7 +555,7 @@ fn perform<F: FnMut(&[u8])>(
                 Ok(())
             }
             Kind::Read => {
-                out(t.seg.bytes(off, req.len));
+                out(t.seg.shared(off, req.len));
                 Ok(())
             }
             Kind::Atomic(a) => apply_atomic(&t.seg, off, &a, (req.payload, req.compare), &mut out),
@@ -664,7 +610,7 @@ fn gather(parts: &[&[u8]], mut pos: usize, dst: &mut [u8]) {
 
 /// Applies an atomic element by element (each element is atomic, as in libfabric),
 /// handing the previous values of fetching classes to `out`.
-fn apply_atomic<F: FnMut(&[u8])>(
+fn apply_atomic<F: FnMut(SharedBytes<'_>)>(
     seg: &SegFile,
     off: usize,
     a: &AtomicReq,
@@ -684,7 +630,7 @@ fn apply_atomic<F: FnMut(&[u8])>(
         ) {
             let prev = w.fetch_add(u64::from_ne_bytes(v), Ordering::AcqRel);
             if fetch {
-                out(&prev.to_ne_bytes());
+                out(SharedBytes::from(&prev.to_ne_bytes()));
             }
             return Ok(());
         }
@@ -723,7 +669,7 @@ fn apply_atomic<F: FnMut(&[u8])>(
         // Bounds and alignment were checked for the whole range: `None` is unreachable.
         r.ok_or(Error::Fault)??;
         if fetch {
-            out(&old[..size]);
+            out(SharedBytes::from(&old[..size]));
         }
     }
     Ok(())

@@ -69,26 +69,19 @@
 //! ```
 #![deny(unsafe_code)]
 
-mod bypass;
 pub mod cell;
-mod chantable;
 mod direct;
-mod directory;
-mod lanes;
+mod layout;
 pub mod mapped;
 pub mod name;
 mod peer;
-mod region;
 mod remote;
 mod rndv;
-mod segment;
 mod stage;
-mod sys;
 #[cfg(test)]
 mod tests;
 mod track;
 mod transport;
-mod word;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -96,15 +89,14 @@ use std::sync::{Arc, OnceLock};
 use fabric::attr::EpType;
 use fabric::{Error, Info, Provider, Result};
 
-pub use directory::DIR_ENTRIES;
+pub use layout::directory::DIR_ENTRIES;
+pub use layout::region::{Geometry, RNDV_RECORDS};
 pub use mapped::{quarantined, DirectMr, MappedSegment, UNPUBLISH_WAIT};
 pub use name::NAME_LEN;
 pub use peer::PeerRegion;
-pub use region::{Geometry, RNDV_RECORDS};
 pub use remote::RemoteKey;
 pub use rndv::RNDV_MIN;
-pub use stage::ShmPull;
-pub use transport::{ShmEp, ShmRx, ShmTx, Tuning};
+pub use transport::{ShmEp, ShmPull, ShmRx, ShmTx, Tuning};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;
@@ -124,7 +116,7 @@ pub const DEFAULT_CHANNELS: usize = 1024;
 /// 2026-11-26 it took 0.80x the one-way time of 1024 cells at 4 KiB and 0.84x at
 /// 8 KiB (0.95x at 1 KiB, level at 8 bytes and 64 KiB), and carried 1.6x the 4 KiB
 /// messages per second at window 64 (medians of 8 rounds).
-pub const DEFAULT_CELLS: usize = region::MIN_CELLS;
+pub const DEFAULT_CELLS: usize = layout::region::MIN_CELLS;
 /// Bytes of an endpoint's shared region with [`DEFAULT_CHANNELS`] channels: its size
 /// as a file and in address space (about 17 MiB), most of it never allocated.
 pub const DEFAULT_REGION_BYTES: usize =
@@ -154,7 +146,7 @@ fn fresh_nonce() -> u64 {
 pub fn cma_enabled() -> bool {
     static CMA: OnceLock<bool> = OnceLock::new();
     *CMA.get_or_init(|| {
-        std::env::var("FABRIC_SHM_CMA").map_or(true, |v| v != "0") && sys::cma_probe()
+        std::env::var("FABRIC_SHM_CMA").map_or(true, |v| v != "0") && layout::sys::cma_probe()
     })
 }
 
@@ -198,7 +190,7 @@ pub fn geometry() -> Result<Geometry> {
         eprintln!(
             "fabric-shm: FABRIC_SHM_CHANNELS={nchan} FABRIC_SHM_CELLS={cells} is no \
              geometry (channels 1 to {}, cells a power of two from 256 to 1048576)",
-            region::MAX_CHANNELS
+            layout::region::MAX_CHANNELS
         )
     })
 }
@@ -209,7 +201,7 @@ pub fn geometry() -> Result<Geometry> {
 pub fn default_channels() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     cpus.saturating_mul(4)
-        .clamp(DEFAULT_CHANNELS, region::MAX_CHANNELS)
+        .clamp(DEFAULT_CHANNELS, layout::region::MAX_CHANNELS)
 }
 
 fn candidate(ep_type: EpType) -> Info {

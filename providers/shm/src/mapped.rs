@@ -64,8 +64,8 @@ use fabric::attr::MrAttr;
 use fabric::flags::MrMode;
 use fabric::{Config, Domain, Error, MemoryRegion, Result};
 
-use crate::directory::{Directory, Entry};
-use crate::segment::{SegFile, SegView};
+use crate::layout::directory::{Directory, Entry};
+use crate::layout::segment::{SegFile, SegView};
 use crate::Shm;
 
 /// Longest a withdrawal waits for peers' accesses in progress. Only a peer stopped in
@@ -199,7 +199,7 @@ impl Publication<'_> {
         // Peers count themselves busy (sequentially consistent), or mark their lane
         // busy with the barrier below standing in for their fence, before they recheck
         // the entry: from here, either they see it withdrawn or we see them busy.
-        if self.view.fenced() && !crate::lanes::owner_fence() {
+        if self.view.fenced() && !crate::layout::lanes::owner_fence() {
             // The barrier worked when the segment was made. Should it fail now, a lane's
             // busy store may still sit in its CPU's store buffer, which drains within
             // nanoseconds: give it a millisecond before reading the lanes.
@@ -313,7 +313,7 @@ impl<S: Config> std::fmt::Debug for DirectMr<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys;
+    use crate::layout::sys;
     use fabric::flags::MrAccess;
     use fabric::{getinfo, Fabric, Stack};
 
@@ -382,8 +382,8 @@ mod tests {
         );
         seg.as_mut_slice()[0] = 3;
         assert_eq!(
-            peer.bytes(0, 1),
-            &[0xee],
+            peer.shared(0, 1).to_vec(),
+            [0xee],
             "the peer's file is not the owner's"
         );
         // Published again, it is the new file that peers map.
@@ -410,7 +410,7 @@ mod tests {
         }
         // Lanes are handed out once each, until none is left; a dropped one is free.
         let mut lanes: Vec<_> = std::iter::from_fn(|| peer.claim_lane()).collect();
-        assert_eq!(lanes.len(), crate::segment::LANES);
+        assert_eq!(lanes.len(), crate::layout::segment::LANES);
         let mut words: Vec<_> = lanes.iter().map(|l| l.word().as_ptr()).collect();
         words.sort();
         words.dedup();
@@ -419,14 +419,14 @@ mod tests {
         assert!(peer.claim_lane().is_some());
         let lane = lanes[0].word();
         let mr = seg.register(&d, &attr(0xa1_0003)).unwrap();
-        crate::lanes::enter(lane);
+        crate::layout::lanes::enter(lane);
         assert!(
-            withdraw_while(mr, || crate::lanes::leave(lane)),
+            withdraw_while(mr, || crate::layout::lanes::leave(lane)),
             "the withdrawal returned while the lane was busy"
         );
         // An idle lane is not waited for: the withdrawal returns (it would otherwise
         // give up only after `UNPUBLISH_WAIT`), and the memory is the owner's again.
-        assert_eq!(lane.load(Ordering::SeqCst), crate::lanes::IDLE);
+        assert_eq!(lane.load(Ordering::SeqCst), crate::layout::lanes::IDLE);
         let mr = seg.register(&d, &attr(0xa1_0003)).unwrap();
         drop(mr);
         seg.as_mut_slice()[0] = 7;

@@ -23,11 +23,10 @@ use fabric::waitobj::Waiter;
 use fabric::{Error, Result};
 use rustc_hash::FxHashMap;
 
-use crate::direct::PeerDir;
+use crate::layout::directory::PeerDir;
+use crate::layout::region::Region;
+use crate::layout::sys::{self, PeerLifeline, ProcessHandle, ReadOnlyMapping};
 use crate::name::{Name, NAME_LEN};
-use crate::region::Region;
-use crate::stage::StageMap;
-use crate::sys::{self, PeerLifeline, ProcessHandle};
 
 /// How often, at most, [`PeerRegion::gone_lately`] asks the kernel about a peer
 /// without a lifeline.
@@ -383,4 +382,45 @@ pub fn sweep() {
 /// The cached resolution of endpoint `nonce`, if any.
 pub fn cached(nonce: u64) -> Option<Arc<PeerRegion>> {
     peers().get(&nonce).cloned()
+}
+/// A sender's staging file mapped by a receiver: read-only, since the receiver only
+/// reads it (progress words and payloads), and only once the file is sealed at its
+/// size, so that neither its owner nor anyone else can truncate it under the mapping.
+pub struct StageMap {
+    map: ReadOnlyMapping,
+}
+
+impl StageMap {
+    /// Maps `len` bytes of descriptor `fd` of process `pid`, the first `populate` of
+    /// them at once.
+    pub(crate) fn open(pid: u32, fd: u32, len: u64, populate: usize) -> Result<StageMap> {
+        let fd = sys::open_peer_fd_read_only(pid, fd)?;
+        sys::require_sealed(&fd)?;
+        let len = usize::try_from(len).map_err(|_| Error::Io)?;
+        if sys::file_size(&fd)? < len {
+            return Err(Error::Io);
+        }
+        let map = ReadOnlyMapping::new(&fd, len)?;
+        map.populate(populate);
+        Ok(StageMap { map })
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Loads the 8-byte word at `off` (a multiple of 8) with `order`: a progress word.
+    #[inline]
+    pub(crate) fn load(&self, off: usize, order: std::sync::atomic::Ordering) -> u64 {
+        self.map.load(off, order)
+    }
+
+    /// Copies the bytes at `off..off + dst.len()` into `dst` (the sender may be
+    /// writing them: the caller validates what it copies, or waits for the progress
+    /// word that publishes them first).
+    #[inline]
+    pub(crate) fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        self.map.copy_out(off, dst);
+    }
 }

@@ -96,8 +96,7 @@ impl RemoteKey {
     #[inline]
     pub fn get(&self, addr: u64, dst: &mut [u8]) -> Result<()> {
         let off = self.start(addr, dst.len(), MrAccess::REMOTE_READ)?;
-        self.target
-            .busy(|seg| dst.copy_from_slice(seg.bytes(off, dst.len())))
+        self.target.busy(|seg| seg.copy_out(off, dst))
     }
 
     /// Atomically adds `v` to the little-endian `u64` at `addr` and returns its previous

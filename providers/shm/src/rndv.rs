@@ -64,10 +64,10 @@ use fabric::{Error, Result};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
+pub use crate::layout::region::RNDV_RECORDS;
+use crate::layout::region::{Region, GEN_MAX};
+use crate::layout::sys::{self, Mapping};
 use crate::peer::{CmaReads, PeerRegion};
-use crate::region::Region;
-pub use crate::region::RNDV_RECORDS;
-use crate::sys::{self, Mapping};
 
 /// A record's state word: [`FREE`], [`POSTED`], ... in the low 8 bits, the
 /// generation above.
@@ -130,9 +130,6 @@ pub const HELPING: u64 = 6;
 pub const HELPED: u64 = 7;
 /// State: the sender could not write it (the receiver copies it itself).
 pub const UNHELPED: u64 = 8;
-/// Largest generation (56 bits).
-pub const GEN_MAX: u64 = (1 << 56) - 1;
-
 /// The state word of `state` at generation `gen`.
 #[inline]
 pub fn word(gen: u64, state: u64) -> u64 {
@@ -707,7 +704,7 @@ fn help(own: &Region, peer: &PeerRegion, r: usize, buf: &[u8]) -> bool {
             .zip(off.checked_add(b))
             .and_then(|(x, y)| buf.get(x..y));
         let ok = src.is_some_and(|p| {
-            crate::sys::cma_write(peer.name.pid, dst.wrapping_add(a as u64), p).is_ok()
+            crate::layout::sys::cma_write(peer.name.pid, dst.wrapping_add(a as u64), p).is_ok()
         });
         if !ok {
             return false;

@@ -20,7 +20,7 @@
 //! overlap. A receiver waiting on a sender that died, or that stops making progress
 //! for [`PROGRESS_LIMIT`], gives the payload up with `FI_EIO`. The sender writes a
 //! staging file with ordinary stores or with stores that bypass its cache, whichever
-//! its recent copies say suits where the receiver runs (see [`crate::bypass`]).
+//! its recent copies say suits where the receiver runs (see [`crate::layout::bypass`]).
 //!
 //! Payloads that fit go round the first [`WINDOW`] bytes of the near file, each after
 //! the last; the others, and any while the window is full, take the first fit. The
@@ -28,7 +28,7 @@
 //! when the receiver maps it, so that no copy through the window takes a page fault.
 //!
 //! Payloads sent by rendezvous (see `rndv`), and medium ones streamed through the ring
-//! (see [`crate::cell::STREAM`]), are read by the same [`ShmPull`].
+//! (see [`crate::cell::STREAM`]), are read by the same [`crate::ShmPull`].
 //!
 //! The receiver writes the slot's generation into the sender's release word once it
 //! has copied the payload; the sender reuses released slots, and slots whose receiver
@@ -39,16 +39,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use fabric::{Error, Pull, Result};
+use fabric::{Error, Result};
 
-use crate::bypass::{self, Chooser, Stores};
-use crate::cell::{Desc, STREAM_BODY, STREAM_PROGRESS};
-use crate::name::NAME_LEN;
-use crate::peer::{CmaReads, PeerRegion};
-use crate::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
+use crate::cell::Desc;
+use crate::layout::bypass::{self, Chooser, Stores};
+use crate::layout::region::{Region, RNDV_RECORDS, STAGE_SLOTS};
+use crate::layout::sys::{self, Mapping};
+use crate::peer::{CmaReads, PeerRegion, StageMap};
 use crate::rndv;
-use crate::sys::{self, Mapping, ReadOnlyMapping};
-use crate::transport::EpShared;
 
 /// Bytes of the near staging file every endpoint has: payloads up to [`NEAR_MAX`] are
 /// staged there while it has room. Counted in the default footprint.
@@ -397,79 +395,32 @@ pub(crate) fn copy_range(
     }
 }
 
-/// A sender's staging file mapped by a receiver: read-only, since the receiver only
-/// reads it (progress words and payloads), and only once the file is sealed at its
-/// size, so that neither its owner nor anyone else can truncate it under the mapping.
-pub struct StageMap {
-    map: ReadOnlyMapping,
+/// Copies `dst.len()` bytes of the payload at `at` of staging file `map` (behind its
+/// progress line, whose `len` bytes in all the sender publishes as it copies them),
+/// from payload offset `off` on, each piece once the sender published it. `gone` says
+/// whether the sender died, asked only once it stalls.
+fn copy_staged(
+    map: &StageMap,
+    at: usize,
+    len: usize,
+    off: usize,
+    dst: &mut [u8],
+    gone: impl Fn() -> bool,
+) -> Result<()> {
+    let progress = || map.load(at - PROGRESS, Ordering::Acquire);
+    let end = off + dst.len();
+    let mut done = off;
+    while done < end {
+        let ready = wait_ready(progress, done, len, &gone)?.min(end);
+        map.copy_out(at + done, &mut dst[done - off..ready - off]);
+        done = ready;
+    }
+    Ok(())
 }
 
-impl StageMap {
-    /// Maps staging file `i` that `peer` published.
-    pub fn open(peer: &PeerRegion, i: usize) -> Result<StageMap> {
-        let (fd, len) = peer.region.stage(i).ok_or(Error::Io)?;
-        Self::open_fd(peer.name.pid, fd, len, POPULATED[i])
-    }
-
-    /// Maps `len` bytes of descriptor `fd` of process `pid`, the first `populate` of
-    /// them at once.
-    pub(crate) fn open_fd(pid: u32, fd: u32, len: u64, populate: usize) -> Result<StageMap> {
-        let fd = sys::open_peer_fd_read_only(pid, fd)?;
-        sys::require_sealed(&fd)?;
-        let len = usize::try_from(len).map_err(|_| Error::Io)?;
-        if sys::file_size(&fd)? < len {
-            return Err(Error::Io);
-        }
-        let map = ReadOnlyMapping::new(&fd, len)?;
-        map.populate(populate);
-        Ok(StageMap { map })
-    }
-
-    /// Bytes mapped.
-    pub(crate) fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Copies `dst.len()` bytes of the payload at `at` (behind its progress line,
-    /// whose `len` bytes in all the sender publishes as it copies them), from payload
-    /// offset `off` on, each piece once the sender published it. `gone` says whether
-    /// the sender died, asked only once it stalls.
-    fn copy_out(
-        &self,
-        at: usize,
-        len: usize,
-        off: usize,
-        dst: &mut [u8],
-        gone: impl Fn() -> bool,
-    ) -> Result<()> {
-        let progress = || self.map.load(at - PROGRESS, Ordering::Acquire);
-        let end = off + dst.len();
-        let mut done = off;
-        while done < end {
-            let ready = wait_ready(progress, done, len, &gone)?.min(end);
-            self.map
-                .copy_out(at + done, &mut dst[done - off..ready - off]);
-            done = ready;
-        }
-        Ok(())
-    }
-}
-
-/// A payload the receiver copies out of the sender's reach ([`fabric::Pull`]): a large
-/// one staged by the sender or (rendezvous) still in the sender's buffer, or a medium
-/// one the sender is still streaming into our ring.
-pub struct ShmPull(Src);
-
-enum Src {
-    Staged(Staged),
-    Ring(RingPull),
-    /// A payload of this many bytes that cannot be read (its descriptor is bad, or its
-    /// sender's files are gone with it).
-    Lost(usize),
-}
-
-/// A large payload: staged by the sender, or (rendezvous) still in its buffer.
-struct Staged {
+/// A large payload: staged by the sender, or (rendezvous) still in its buffer (read
+/// through [`crate::ShmPull`]).
+pub(crate) struct Staged {
     peer: Arc<PeerRegion>,
     desc: Desc,
     len: usize,
@@ -478,92 +429,10 @@ struct Staged {
     next: Cell<usize>,
 }
 
-/// A stream packet's payload in our own ring (see [`crate::cell::STREAM`]): one per
-/// receiver, pointed at each stream packet in turn while the core consumes it.
-struct RingPull {
-    own: Arc<EpShared>,
-    /// Offset in our region of the packet's first cell.
-    at: Cell<usize>,
-    len: Cell<usize>,
-    /// The sender's name, resolved only to ask whether it lives when it falls behind.
-    src: Cell<[u8; NAME_LEN]>,
-}
-
-impl ShmPull {
+impl Staged {
     /// The payload `desc` describes, staged by `peer`. `Err(Io)` when the descriptor
     /// points outside what the peer published.
-    pub fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<ShmPull> {
-        Staged::new(peer, desc).map(|s| ShmPull(Src::Staged(s)))
-    }
-
-    /// The receiver `own`'s pull for stream packets, pointed at one with
-    /// [`Self::point`].
-    pub(crate) fn ring(own: Arc<EpShared>) -> ShmPull {
-        ShmPull(Src::Ring(RingPull {
-            own,
-            at: Cell::new(0),
-            len: Cell::new(0),
-            src: Cell::new([0; NAME_LEN]),
-        }))
-    }
-
-    /// Points a ring pull at the stream packet whose first cell is at `at` in our
-    /// region, with `len` payload bytes (checked by the parser to lie in the ring),
-    /// sent by `src`.
-    #[inline]
-    pub(crate) fn point(&self, at: usize, len: usize, src: &[u8; NAME_LEN]) {
-        if let Src::Ring(r) = &self.0 {
-            r.at.set(at);
-            r.len.set(len);
-            r.src.set(*src);
-        }
-    }
-
-    /// A payload of `len` bytes of which nothing can be read: a message whose staged
-    /// payload is out of reach still fails its receive (`FI_EIO`), never completing
-    /// it as an empty success.
-    pub fn lost(len: usize) -> ShmPull {
-        ShmPull(Src::Lost(len))
-    }
-
-    /// The packet was consumed: hands the staging slot or the rendezvous record back
-    /// to the sender (nothing to do for a ring payload).
-    #[inline]
-    pub fn finish(&self) {
-        if let Src::Staged(s) = &self.0 {
-            s.finish();
-        }
-    }
-}
-
-impl RingPull {
-    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        let (at, len) = (self.at.get(), self.len.get());
-        if off > len || dst.len() > len - off {
-            return Err(Error::Io);
-        }
-        let r = self.own.region();
-        let progress = r.cell_word(at + STREAM_PROGRESS);
-        let body = at + STREAM_BODY;
-        let end = off + dst.len();
-        let mut done = off;
-        while done < end {
-            let ready = wait_ready(
-                || progress.load(Ordering::Acquire),
-                done,
-                len,
-                || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
-            )?
-            .min(end);
-            dst[done - off..ready - off].copy_from_slice(r.bytes(body + done, ready - done));
-            done = ready;
-        }
-        Ok(())
-    }
-}
-
-impl Staged {
-    fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<Staged> {
+    pub(crate) fn new(peer: Arc<PeerRegion>, desc: &Desc) -> Result<Staged> {
         let len = usize::try_from(desc.len).map_err(|_| Error::Io)?;
         match desc.mode {
             Desc::CMA => {}
@@ -595,12 +464,17 @@ impl Staged {
 
     fn map(peer: &PeerRegion, i: usize) -> Result<&StageMap> {
         peer.stage[i]
-            .get_or_init(|| StageMap::open(peer, i))
+            .get_or_init(|| {
+                let (fd, len) = peer.region.stage(i).ok_or(Error::Io)?;
+                StageMap::open(peer.name.pid, fd, len, POPULATED[i])
+            })
             .as_ref()
             .map_err(|e| *e)
     }
 
-    fn finish(&self) {
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender.
+    pub(crate) fn finish(&self) {
         let r = &self.peer.region;
         if self.desc.mode == Desc::RNDV {
             rndv::finish(r.rndv_state(self.desc.slot as usize), self.desc.gen);
@@ -661,8 +535,7 @@ impl Staged {
             .peer
             .rndv_file
             .get_or_init(|| {
-                StageMap::open_fd(self.peer.name.pid, fd, rndv::FILE_BYTES as u64, 0)
-                    .map(|m| (fd, m))
+                StageMap::open(self.peer.name.pid, fd, rndv::FILE_BYTES as u64, 0).map(|m| (fd, m))
             })
             .as_ref()
             .map_err(|e| *e)?;
@@ -671,7 +544,7 @@ impl Staged {
             return Err(Error::Io);
         }
         // Written whole before the sender published STAGED.
-        map.map.copy_out(start + off, dst);
+        map.copy_out(start + off, dst);
         Ok(())
     }
 
@@ -776,7 +649,7 @@ const HELP_LIVENESS: std::time::Duration = std::time::Duration::from_millis(10);
 /// in the word `progress` loads with acquire ordering), and returns how many it copied
 /// (at most `len`). `Err(Io)` when the sender makes no progress for
 /// [`PROGRESS_LIMIT`], or stalls and `gone` says it died.
-fn wait_ready(
+pub(crate) fn wait_ready(
     progress: impl Fn() -> u64,
     past: usize,
     len: usize,
@@ -806,27 +679,15 @@ fn wait_ready(
     }
 }
 
-impl Pull for ShmPull {
-    #[inline]
-    fn len(&self) -> usize {
-        match &self.0 {
-            Src::Staged(s) => s.len,
-            Src::Ring(r) => r.len.get(),
-            Src::Lost(len) => *len,
-        }
-    }
-
-    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        match &self.0 {
-            Src::Staged(s) => s.read(off, dst),
-            Src::Ring(r) => r.read(off, dst),
-            Src::Lost(_) => Err(Error::Io),
-        }
-    }
-}
-
 impl Staged {
-    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+    /// Payload bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies payload bytes `off..off + dst.len()` into `dst` ([`fabric::Pull::read`]).
+    pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         if off > self.len || dst.len() > self.len - off {
             return Err(Error::Io);
         }
@@ -843,7 +704,7 @@ impl Staged {
                 // it is there.
                 let map = Self::map(&self.peer, self.desc.file())?;
                 let at = self.desc.addr as usize;
-                map.copy_out(at, self.len, off, dst, || self.peer.process_gone())
+                copy_staged(map, at, self.len, off, dst, || self.peer.process_gone())
             }
         }
     }

@@ -10,10 +10,9 @@ use fabric::{Error, Payload, Provider, Pull, Transport};
 use proptest::prelude::*;
 
 use crate::cell;
+use crate::layout::region::{Geometry, CELL};
 use crate::peer::{self, PeerRegion};
-use crate::region::{Geometry, CELL};
-use crate::stage::ShmPull;
-use crate::transport::{ShmEp, ShmRx, ShmTx, Tuning, RESERVE_DIV, STREAM_MIN};
+use crate::transport::{ShmEp, ShmPull, ShmRx, ShmTx, Tuning, RESERVE_DIV, STREAM_MIN};
 
 struct End {
     ep: ShmEp,
@@ -360,7 +359,7 @@ fn staged_payload_reads_are_bounds_checked() {
 /// either kind of stores (each is tried twice before it is measured).
 #[test]
 fn file_staged_payloads_are_read_while_the_sender_copies() {
-    use crate::bypass::{self, Stores};
+    use crate::layout::bypass::{self, Stores};
     use crate::stage::{Stage, CHUNK, FIRST};
     let len = FIRST + 2 * CHUNK + 1234;
     let body: Vec<u8> = (0..len).map(|k| (k * 7 + 1) as u8).collect();
@@ -525,7 +524,7 @@ fn send_wrapping(a: &mut End, b: &mut End, to_b: &Arc<PeerRegion>, tag: u64, len
 /// ring for an 8 KiB payload, and every such send was refused for good.
 #[test]
 fn wrapping_packets_fit_the_smallest_ring() {
-    assert_eq!(crate::region::MIN_CELLS, 256, "the ring of `end`");
+    assert_eq!(crate::layout::region::MIN_CELLS, 256, "the ring of `end`");
     let mut a = end(true);
     let mut b = end(true);
     let to_b = resolve(&b);
@@ -548,7 +547,7 @@ fn a_packet_behind_its_skip_waits_for_the_receiver_to_pass_it() {
     let mut b = end(true);
     let to_b = resolve(&b);
     // 128 cells: a stream packet's first cell and 127 of payload.
-    let fill = 127 * crate::region::CELL;
+    let fill = 127 * crate::layout::region::CELL;
     assert_eq!(cell::cells_for(cell::STREAM_BODY + fill), 128);
     for lap in 0..3u64 {
         assert!(!send_wrapping(&mut a, &mut b, &to_b, lap * 2, fill));
@@ -641,7 +640,7 @@ fn staging_slots_are_reused() {
     let mut b = end(true);
     let to_b = resolve(&b);
     let large = vec![1u8; 20_000];
-    for i in 0..(crate::region::STAGE_SLOTS as u64 * 3) {
+    for i in 0..(crate::layout::region::STAGE_SLOTS as u64 * 3) {
         send(&mut a, &to_b, &tagged(i, large.len()), &large).unwrap();
         let got = drain(&mut b);
         assert_eq!(got.len(), 1);
@@ -1143,7 +1142,7 @@ fn a_response_waits_for_a_channel_instead_of_being_dropped() {
 /// mapped segments. Large payloads still cross afterwards.
 #[test]
 fn files_peers_map_cannot_be_resized() {
-    use crate::sys::tests::truncate;
+    use crate::layout::sys::tests::truncate;
     use std::os::fd::AsRawFd;
     // Without cross-memory attach: the far staging file exists as well.
     let mut a = end(false);
@@ -1152,7 +1151,7 @@ fn files_peers_map_cannot_be_resized() {
     let near = a.ep.region().stage(0).expect("near staging file").0;
     let far = a.ep.region().stage(1).expect("far staging file").0;
     for fd in [region, near, far] {
-        let other = crate::sys::open_peer_fd(crate::sys::getpid(), fd).unwrap();
+        let other = crate::layout::sys::open_peer_fd(crate::layout::sys::getpid(), fd).unwrap();
         for len in [0, 4096, 1 << 30] {
             assert_eq!(truncate(fd as i32, len), Err(libc::EPERM), "fd {fd}");
             assert_eq!(

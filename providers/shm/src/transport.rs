@@ -11,6 +11,7 @@
 //! for responses, which are never refused: past it they wait in a private spill queue
 //! that every later send and every progress call retries first, in order.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,19 +20,19 @@ use std::time::{Duration, Instant};
 use fabric::provider::wire::{Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH};
 use fabric::provider::{Direct, DirectAccess, DirectReq, HeldBack, RemoteWake};
 use fabric::waitobj::Waiter;
-use fabric::{Error, Payload, Result, Sink, Transport};
+use fabric::{Error, Payload, Pull, Result, SharedBytes, Sink, Transport};
 use rustc_hash::FxHashMap;
 use zerocopy::IntoBytes;
 
-use crate::bypass::Stores;
 use crate::cell::{self, Parsed};
 use crate::direct::{self, TxDirect};
+use crate::layout::bypass::Stores;
+use crate::layout::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
+use crate::layout::sys;
 use crate::name::{Name, NAME_LEN};
 use crate::peer::{self, Local, PeerRegion};
-use crate::region::{CellAt, Chan, Region, CELL, CH_CLOSING};
 use crate::rndv;
-use crate::stage::{ShmPull, Stage};
-use crate::sys;
+use crate::stage::{self, Stage, Staged};
 use crate::track::{Track, Tracked};
 
 /// Fraction of a channel's cells kept free of requests, for responses: one in
@@ -41,8 +42,8 @@ pub const RESERVE_DIV: u64 = 4;
 // (`claim` writes a skip marker on its own first, so the packet needs no more).
 static_assertions::const_assert!(
     (cell::BODY_OFF + crate::INLINE_MAX).div_ceil(CELL)
-        + crate::region::MIN_CELLS / RESERVE_DIV as usize
-        <= crate::region::MIN_CELLS
+        + crate::layout::region::MIN_CELLS / RESERVE_DIV as usize
+        <= crate::layout::region::MIN_CELLS
 );
 /// How often, at most, a poll checks whether peers with operations pending are alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
@@ -109,11 +110,11 @@ pub struct ShmEp {
 
 impl ShmEp {
     /// Creates an endpoint's region with `geo` and `tuning`.
-    pub fn open(geo: crate::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
+    pub fn open(geo: crate::layout::region::Geometry, tuning: Tuning) -> Result<ShmEp> {
         let nonce = crate::fresh_nonce();
         let (region, name) = Region::create(geo, nonce)?;
         // Peers find the segments this process publishes through any of its regions.
-        if let Ok(dir) = crate::directory::Directory::global() {
+        if let Ok(dir) = crate::layout::directory::Directory::global() {
             region.set_directory(dir.fd(), dir.bytes());
         }
         let local = Arc::new(Local::default());
@@ -943,7 +944,7 @@ fn write_small(ch: &mut TxChan, pos: u64, need: u64, m: &Eager, parts: &[&[u8]])
 /// returns its ring position. A packet never wraps: when it would, the rest of the
 /// ring is filled with a skip marker first, as soon as that alone fits, so that the
 /// packet then needs at most `need + reserve` cells (which every packet fits in an
-/// empty ring: see [`crate::region::MIN_CELLS`]). `Err(Again)` when the ring lacks
+/// empty ring: see [`crate::layout::region::MIN_CELLS`]). `Err(Again)` when the ring lacks
 /// room (a skip marker may have been written all the same).
 #[inline]
 fn claim(ch: &mut TxChan, need: u64, mut reserve: u64) -> Result<u64> {
@@ -1279,7 +1280,14 @@ impl Transport for ShmEp {
                             off: o,
                             len,
                             cells: k,
-                        }) => (hdr, &avail[o..o + len], k),
+                        }) => match avail.get(o, len) {
+                            Some(payload) => (hdr, payload, k),
+                            // `parse` keeps it within `avail`: never taken.
+                            None => {
+                                ch.broken = true;
+                                break;
+                            }
+                        },
                         Ok(Parsed::Stream { hdr, len, cells: k }) => {
                             ring.point(off, len, &ch.src);
                             if !f.packet(&hdr, &ch.src, Payload::Remote(ring)) {
@@ -1400,7 +1408,7 @@ impl HeldBack<ShmEp> for ShmEp {
 /// ([`crate::MappedSegment`]) are done here, by the initiator.
 impl DirectAccess<ShmEp> for ShmEp {
     #[inline]
-    fn direct<F: FnMut(&[u8])>(
+    fn direct<F: FnMut(SharedBytes<'_>)>(
         _: &ShmEp,
         tx: &mut ShmTx,
         to: &Arc<PeerRegion>,
@@ -1624,7 +1632,123 @@ impl ShmRx {
                 ..Header::default()
             };
             let src = peer::cached(nonce).map_or([0u8; NAME_LEN], |p| p.raw);
-            f.packet(&hdr, &src, Payload::Inline(&[]));
+            f.packet(&hdr, &src, Payload::Inline(SharedBytes::from(&[])));
+        }
+    }
+}
+
+/// A payload the receiver copies out of the sender's reach ([`fabric::Pull`]): a large
+/// one staged by the sender or (rendezvous) still in the sender's buffer, or a medium
+/// one the sender is still streaming into our ring.
+pub struct ShmPull(Src);
+
+enum Src {
+    Staged(Staged),
+    Ring(RingPull),
+    /// A payload of this many bytes that cannot be read (its descriptor is bad, or its
+    /// sender's files are gone with it).
+    Lost(usize),
+}
+
+/// A stream packet's payload in our own ring (see [`crate::cell::STREAM`]): one per
+/// receiver, pointed at each stream packet in turn while the core consumes it.
+struct RingPull {
+    own: Arc<EpShared>,
+    /// Offset in our region of the packet's first cell.
+    at: Cell<usize>,
+    len: Cell<usize>,
+    /// The sender's name, resolved only to ask whether it lives when it falls behind.
+    src: Cell<[u8; NAME_LEN]>,
+}
+
+impl ShmPull {
+    /// The payload `desc` describes, staged by `peer`. `Err(Io)` when the descriptor
+    /// points outside what the peer published.
+    pub fn new(peer: Arc<PeerRegion>, desc: &cell::Desc) -> Result<ShmPull> {
+        Staged::new(peer, desc).map(|s| ShmPull(Src::Staged(s)))
+    }
+
+    /// The receiver `own`'s pull for stream packets, pointed at one with
+    /// [`Self::point`].
+    pub(crate) fn ring(own: Arc<EpShared>) -> ShmPull {
+        ShmPull(Src::Ring(RingPull {
+            own,
+            at: Cell::new(0),
+            len: Cell::new(0),
+            src: Cell::new([0; NAME_LEN]),
+        }))
+    }
+
+    /// Points a ring pull at the stream packet whose first cell is at `at` in our
+    /// region, with `len` payload bytes (checked by the parser to lie in the ring),
+    /// sent by `src`.
+    #[inline]
+    pub(crate) fn point(&self, at: usize, len: usize, src: &[u8; NAME_LEN]) {
+        if let Src::Ring(r) = &self.0 {
+            r.at.set(at);
+            r.len.set(len);
+            r.src.set(*src);
+        }
+    }
+
+    /// A payload of `len` bytes of which nothing can be read: a message whose staged
+    /// payload is out of reach still fails its receive (`FI_EIO`), never completing
+    /// it as an empty success.
+    pub fn lost(len: usize) -> ShmPull {
+        ShmPull(Src::Lost(len))
+    }
+
+    /// The packet was consumed: hands the staging slot or the rendezvous record back
+    /// to the sender (nothing to do for a ring payload).
+    #[inline]
+    pub fn finish(&self) {
+        if let Src::Staged(s) = &self.0 {
+            s.finish();
+        }
+    }
+}
+
+impl RingPull {
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let (at, len) = (self.at.get(), self.len.get());
+        if off > len || dst.len() > len - off {
+            return Err(Error::Io);
+        }
+        let r = self.own.region();
+        let progress = r.cell_word(at + cell::STREAM_PROGRESS);
+        let body = at + cell::STREAM_BODY;
+        let end = off + dst.len();
+        let mut done = off;
+        while done < end {
+            let ready = stage::wait_ready(
+                || progress.load(Ordering::Acquire),
+                done,
+                len,
+                || crate::peer::resolve(&self.src.get()).map_or(true, |p| p.process_gone()),
+            )?
+            .min(end);
+            r.copy_out(body + done, &mut dst[done - off..ready - off]);
+            done = ready;
+        }
+        Ok(())
+    }
+}
+
+impl Pull for ShmPull {
+    #[inline]
+    fn len(&self) -> usize {
+        match &self.0 {
+            Src::Staged(s) => s.len(),
+            Src::Ring(r) => r.len.get(),
+            Src::Lost(len) => *len,
+        }
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        match &self.0 {
+            Src::Staged(s) => s.read(off, dst),
+            Src::Ring(r) => r.read(off, dst),
+            Src::Lost(_) => Err(Error::Io),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::flags::{BindFlags, Caps, CqFlags};
 use crate::info::Info;
 use crate::lock::Lock;
 use crate::provider::wire::{Eager, Header, Op, Response};
-use crate::provider::{HeldBack, Payload, Provider, Sink, Transport};
+use crate::provider::{HeldBack, Payload, Provider, SharedBytes, Sink, Transport};
 use crate::types::Context;
 
 use crate::engine::av::AvInner;
@@ -380,12 +380,12 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
     }
 
     #[inline(always)]
-    fn eager(&mut self, m: &Eager, src: &[u8], payload: &[u8]) -> bool {
+    fn eager(&mut self, m: &Eager, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.ep.on_eager(m, src, payload, self.rd.as_deref_mut())
     }
 
     #[inline(always)]
-    fn response(&mut self, r: &Response, _src: &[u8], payload: &[u8]) -> bool {
+    fn response(&mut self, r: &Response, _src: &[u8], payload: SharedBytes<'_>) -> bool {
         // `NoPull`: an inline payload only, so the remote arms compile away.
         self.ep.on_response(
             r,

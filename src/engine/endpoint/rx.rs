@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::flags::{Caps, CqFlags, OpFlags};
 use crate::lock::Lock;
 use crate::provider::wire::{Eager, Header, Op, HDR_ACK, HDR_REMOTE_CQ_DATA};
-use crate::provider::{NoPull, Payload, Provider, Pull, Transport};
+use crate::provider::{NoPull, Payload, Provider, Pull, SharedBytes, Transport};
 use crate::types::{Context, FiAddr};
 
 use super::owned::RxReq;
@@ -139,7 +139,7 @@ impl<S: Config> EpInner<S> {
         &self,
         m: &Eager,
         src_name: &[u8],
-        payload: &[u8],
+        payload: SharedBytes<'_>,
         rd: Option<&mut Reader<'_, S>>,
     ) -> bool {
         let Some(rx) = self.rx.get(m.rx_idx as usize) else {
@@ -297,7 +297,7 @@ fn stash<R: Pull>(buf: &mut Vec<u8>, payload: Payload<'_, R>, max: usize) -> boo
     match payload {
         Payload::Inline(s) => {
             buf.clear();
-            buf.extend_from_slice(s);
+            s.append_to(buf);
             true
         }
         // `len` asked inline: unreachable for `NoPull`, so the arm compiles away.
@@ -350,7 +350,7 @@ fn complete_unexpected<S: Config>(
             bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )
     } else {
-        let payload = Payload::<NoPull>::Inline(&u.buf);
+        let payload = Payload::<NoPull>::Inline(u.buf[..].into());
         complete_recv(
             bind, cntr, p, payload, u.tag, u.data, u.src, tagged, min_multi, None,
         )

@@ -9,7 +9,7 @@ use crate::flags::{BindFlags, Caps, CqFlags, MrAccess};
 use crate::lock::Lock;
 use crate::mem;
 use crate::provider::wire::{Header, Op, Response, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA};
-use crate::provider::{Payload, Provider, Pull, Transport};
+use crate::provider::{Payload, Provider, Pull, SharedBytes, Transport};
 
 use super::EpInner;
 
@@ -218,12 +218,14 @@ impl<S: Config> EpInner<S> {
 
     /// The target's checks of atomic request `hdr` with operands (and compare values)
     /// `payload`, then the operation, the old values going to `old` when `fetch`;
-    /// counted on success. `old.len()` is `hdr.aux` up to the limit.
+    /// counted on success. `old.len()` is `hdr.aux` up to the limit. The operands stay
+    /// where the packet put them, which the initiator's process may still write:
+    /// [`mem::atomic_shared`] reads each once.
     #[inline(always)]
     fn atomic_apply(
         &self,
         hdr: &Header,
-        payload: &[u8],
+        payload: SharedBytes<'_>,
         fetch: bool,
         old: &mut [u8],
     ) -> Result<(), Error> {
@@ -259,9 +261,11 @@ impl<S: Config> EpInner<S> {
         }
         let (operand, compare) = match class {
             // `n <= MAX_ATOMIC_SIZE`: no overflow.
-            AtomicClass::Compare if payload.len() == 2 * n => payload.split_at(n),
-            AtomicClass::Compare => return Err(Error::Inval),
-            _ => (payload, &[][..]),
+            AtomicClass::Compare => match (payload.get(0, n), payload.get(n, n)) {
+                (Some(operand), Some(compare)) if payload.len() == 2 * n => (operand, compare),
+                _ => return Err(Error::Inval),
+            },
+            _ => (payload, SharedBytes::from(&[])),
         };
         let access = match (class, op) {
             (AtomicClass::Base, _) => MrAccess::REMOTE_WRITE,

@@ -14,7 +14,9 @@ use crate::mem::RawIov;
 use crate::provider::wire::{
     Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
 };
-use crate::provider::{Direct, DirectAccess, DirectOp, DirectReq, Payload, Pull, Transport};
+use crate::provider::{
+    Direct, DirectAccess, DirectOp, DirectReq, Payload, Pull, SharedBytes, Transport,
+};
 use crate::types::{Context, FiAddr};
 
 use super::owned::{completion_kind, CntrKind, OwnedTx, RmaIov, TxReq};
@@ -455,12 +457,12 @@ impl<S: Config> EpInner<S> {
                             peer,
                             &req,
                             hold,
-                            |b: &[u8]| {
+                            |b: SharedBytes<'_>| {
                                 // SAFETY: as in `transmit_direct`: `result` was recorded by
                                 // an `unsafe` fetch call whose contract keeps it valid and
                                 // unaliased until completion, which is now; `fill` writes
                                 // at most what is left of it after `filled` bytes.
-                                filled += unsafe { result.fill_at(filled, &[b]) };
+                                filled += unsafe { result.fill_at(filled, b) };
                             },
                         )
                     });
@@ -718,13 +720,20 @@ impl<S: Config> EpInner<S> {
             None => Err(Error::NoAv),
             Some(av) => av.with_peer(r.dest, |peer, _| {
                 Ok(self.sender.with(|tx| {
-                    DirectOf::<S>::direct(&self.transport, tx, peer, &req, hold, |b: &[u8]| {
-                        // SAFETY: `result` was recorded by an `unsafe` read/fetch
-                        // call whose contract keeps the buffers valid and unaliased
-                        // until completion, which is now; `fill` writes at most
-                        // what is left of them after `filled` bytes.
-                        filled += unsafe { result.fill_at(filled, &[b]) };
-                    })
+                    DirectOf::<S>::direct(
+                        &self.transport,
+                        tx,
+                        peer,
+                        &req,
+                        hold,
+                        |b: SharedBytes<'_>| {
+                            // SAFETY: `result` was recorded by an `unsafe` read/fetch
+                            // call whose contract keeps the buffers valid and unaliased
+                            // until completion, which is now; `fill` writes at most
+                            // what is left of them after `filled` bytes.
+                            filled += unsafe { result.fill_at(filled, b) };
+                        },
+                    )
                 }))
             }),
         };

@@ -49,7 +49,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
         use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
         let head = dst.align_offset(16).min(n);
         // Head and tail are under 16 bytes: copied inline, not by a `memcpy` call.
-        fabric::mem::copy_bytes(src, dst, head);
+        fabric::bytes::copy_bytes(src, dst, head);
         let mut i = head;
         while i + 64 <= n {
             let s = src.add(i).cast::<__m128i>();
@@ -69,7 +69,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
             );
             i += 16;
         }
-        fabric::mem::copy_bytes(src.add(i), dst.add(i), n - i);
+        fabric::bytes::copy_bytes(src.add(i), dst.add(i), n - i);
         // Non-temporal stores are not ordered with later stores by x86's memory model.
         _mm_sfence();
     }

@@ -18,10 +18,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
-use crate::lanes;
-use crate::sys::{self, Mapping};
+use crate::layout::lanes;
+use crate::layout::sys::{self, Mapping};
 
 /// Bytes before the data: the header page (keeps the data page-aligned).
 pub const SEG_HEADER: usize = 4096;
@@ -198,7 +198,11 @@ impl SegFile {
 
     /// The data, shared: for the owner while no peer may access it.
     pub fn data(&self) -> &[u8] {
-        self.map.bytes(SEG_HEADER, self.len)
+        // SAFETY: the data lies in the live mapping. As in `data_mut`, peers only
+        // access published segments, and a withdrawal that could not wait out their
+        // accesses moves the data to a fresh file they never mapped (`mapped`), so no
+        // other process writes these bytes while the owner holds them unpublished.
+        unsafe { std::slice::from_raw_parts(self.map.ptr().add(SEG_HEADER), self.len) }
     }
 
     /// Splits the owner's segment into a view of its shared words (the busy count, data
@@ -233,7 +237,7 @@ impl SegFile {
         // reference to the shared bytes is formed). Small writes are copied inline:
         // a call into `memcpy` costs more than an 8-byte put.
         unsafe {
-            fabric::mem::copy_bytes(
+            fabric::bytes::copy_bytes(
                 src.as_ptr(),
                 self.map.ptr().add(SEG_HEADER + off),
                 src.len(),
@@ -255,11 +259,20 @@ impl SegFile {
         }
     }
 
-    /// Data bytes `off..off + len` (peers may change them while they are read).
+    /// Data bytes `off..off + len`, which peers may change while they are read: a
+    /// view to copy out of, never a reference.
     #[inline]
-    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+    pub fn shared(&self, off: usize, len: usize) -> SharedBytes<'_> {
         assert!(off <= self.len && len <= self.len - off);
-        self.map.bytes(SEG_HEADER + off, len)
+        self.map.shared(SEG_HEADER + off, len)
+    }
+
+    /// Copies data bytes `off..off + dst.len()` into `dst` (bounds checked by the
+    /// caller's range check; asserted here).
+    #[inline]
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        assert!(off <= self.len && dst.len() <= self.len - off);
+        self.map.copy_out(SEG_HEADER + off, dst);
     }
 
     /// The word of type `W` at data offset `off`, if it lies inside the data and is
@@ -361,7 +374,7 @@ impl SegView<'_> {
         // different files, so they do not overlap; a stopped peer may still write the
         // source, which only changes the bytes copied (no reference is formed).
         unsafe {
-            fabric::mem::copy_bytes(
+            fabric::bytes::copy_bytes(
                 self.base.as_ptr().add(SEG_HEADER),
                 fresh.map.ptr().add(SEG_HEADER),
                 self.len,
@@ -417,7 +430,7 @@ mod tests {
         let mut s = SegFile::create(10_000, 42).unwrap();
         s.data_mut()[5] = 9;
         let p = SegFile::open(sys::getpid(), s.fd(), 10_000, 42).unwrap();
-        assert_eq!(p.bytes(5, 1), &[9]);
+        assert_eq!(p.shared(5, 1).to_vec(), [9]);
         p.copy_in(6, &[1, 2]);
         assert_eq!(&s.data()[5..8], &[9, 1, 2]);
         // Wrong identity or length: refused.

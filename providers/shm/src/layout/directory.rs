@@ -14,13 +14,15 @@
 //! consistent snapshot seqlock-style (state, fields, state again).
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::{Error, Result};
 
-use crate::sys::{self, Mapping, ReadOnlyMapping};
+use crate::layout::segment::SegFile;
+use crate::layout::sys::{self, Mapping, ReadOnlyMapping};
 
 /// Most segments one process can publish at once.
 pub const DIR_ENTRIES: usize = 1024;
@@ -317,6 +319,61 @@ impl PeerDirectory {
             }
         }
         None
+    }
+}
+
+/// A peer process's directory and the segments mapped from it, shared by every
+/// endpoint of this process that talks to it.
+pub struct PeerDir {
+    /// The directory, mapped read-only.
+    pub(crate) dir: PeerDirectory,
+    pid: u32,
+    segs: Mutex<HashMap<u64, Weak<SegFile>>>,
+}
+
+/// Peer directories by process (pid, start time).
+type Procs = HashMap<(u32, u64), Weak<PeerDir>>;
+
+fn procs() -> MutexGuard<'static, Procs> {
+    static PROCS: OnceLock<Mutex<Procs>> = OnceLock::new();
+    PROCS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+impl PeerDir {
+    /// The directory of process `pid` (started at `start`), advertised as descriptor
+    /// `fd` of `len` bytes, mapped on first use.
+    pub(crate) fn get(pid: u32, start: u64, fd: u32, len: u64) -> Result<Arc<PeerDir>> {
+        let mut map = procs();
+        if let Some(d) = map.get(&(pid, start)).and_then(Weak::upgrade) {
+            return Ok(d);
+        }
+        let d = Arc::new(PeerDir {
+            dir: PeerDirectory::open(pid, start, fd, len)?,
+            pid,
+            segs: Mutex::new(HashMap::new()),
+        });
+        map.retain(|_, w| w.strong_count() > 0);
+        map.insert((pid, start), Arc::downgrade(&d));
+        Ok(d)
+    }
+
+    /// The segment `snap` names, mapped on first use.
+    pub(crate) fn segment(&self, snap: &Snapshot) -> Result<Arc<SegFile>> {
+        let e = &snap.entry;
+        let len = usize::try_from(e.len).map_err(|_| Error::AddrNotAvail)?;
+        let mut segs = self.segs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = segs.get(&e.nonce).and_then(Weak::upgrade) {
+            if s.len() == len {
+                return Ok(s);
+            }
+        }
+        let s = Arc::new(SegFile::open(self.pid, e.fd, len, e.nonce)?);
+        segs.retain(|_, w| w.strong_count() > 0);
+        segs.insert(e.nonce, Arc::downgrade(&s));
+        Ok(s)
     }
 }
 

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
 fn last_os_error() -> Error {
     errno_error(io::Error::last_os_error().raw_os_error())
@@ -229,16 +229,16 @@ impl Mapping {
         // SAFETY: in bounds of a live mapping. The shared protocol gives the writer
         // exclusive use of these bytes until it publishes them; `src` is ordinary
         // memory of ours, so the ranges do not overlap.
-        unsafe { fabric::mem::copy_bytes(src.as_ptr(), self.ptr().add(off), src.len()) };
+        unsafe { fabric::bytes::copy_bytes(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
     /// Copies `src` into the mapping at `off` with stores that bypass this core's cache
-    /// where the target has them (see [`crate::bypass`]), fenced before any later store.
+    /// where the target has them (see [`crate::layout::bypass`]), fenced before any later store.
     #[inline]
     pub fn copy_in_bypass(&self, off: usize, src: &[u8]) {
         assert!(off <= self.len && src.len() <= self.len - off);
         // SAFETY: as for `copy_in`.
-        unsafe { crate::bypass::copy(src.as_ptr(), self.ptr().add(off), src.len()) };
+        unsafe { crate::layout::bypass::copy(src.as_ptr(), self.ptr().add(off), src.len()) };
     }
 
     /// A packet of `len` bytes at `off` (a multiple of 8, `len` at least 8), written
@@ -259,16 +259,27 @@ impl Mapping {
         }
     }
 
-    /// The bytes at `off..off + len`.
-    ///
-    /// The shared protocol hands these bytes to the reader until it releases them; a
-    /// misbehaving peer can still change them, which only changes the values read:
-    /// callers copy what they rely on and validate it.
+    /// The bytes at `off..off + len`, never as a Rust reference: the shared protocol
+    /// hands them to the reader until it releases them, but a misbehaving peer can
+    /// still change them, which only changes the values copied out. Callers copy what
+    /// they rely on and validate it.
     #[inline]
-    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+    pub fn shared(&self, off: usize, len: usize) -> SharedBytes<'_> {
         assert!(off <= self.len && len <= self.len - off);
-        // SAFETY: in bounds of a mapping that lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr().add(off), len) }
+        // SAFETY: in bounds (asserted) of a mapping that lives as long as `self` and
+        // is never shrunk under it (the file is sealed), so not null; `len <=
+        // self.len`, which `mmap` bounds by `isize::MAX`.
+        unsafe { SharedBytes::new(self.ptr().add(off), len) }
+    }
+
+    /// Copies the bytes at `off..off + dst.len()` into `dst` (see [`Mapping::shared`]).
+    #[inline]
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        assert!(off <= self.len && dst.len() <= self.len - off);
+        // SAFETY: the source is in bounds of the live mapping (asserted); `dst` is
+        // ordinary memory of ours, so the ranges do not overlap; no reference to the
+        // shared bytes is formed.
+        unsafe { fabric::bytes::copy_bytes(self.ptr().add(off), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// The 8-byte word at `off` (a multiple of 8), for values shared between processes.
@@ -302,7 +313,7 @@ impl Packet<'_> {
         // gives the writer these bytes until it publishes them, and `src` is ordinary
         // memory of ours, so the ranges do not overlap.
         unsafe {
-            fabric::mem::copy_bytes(src.as_ptr(), self.at, src.len());
+            fabric::bytes::copy_bytes(src.as_ptr(), self.at, src.len());
             self.at = self.at.add(src.len());
         }
         self.left -= src.len();
@@ -449,7 +460,9 @@ impl ReadOnlyMapping {
         assert!(off <= self.len && dst.len() <= self.len - off);
         // SAFETY: the source is in bounds of a live mapping; `dst` is ordinary memory
         // of ours, so the ranges do not overlap.
-        unsafe { fabric::mem::copy_bytes(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            fabric::bytes::copy_bytes(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        };
     }
 }
 
@@ -1036,7 +1049,7 @@ pub(crate) mod tests {
         use std::io::BufRead;
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "sys::tests::lifeline_child",
+                "layout::sys::tests::lifeline_child",
                 "--exact",
                 "--ignored",
                 "--nocapture",

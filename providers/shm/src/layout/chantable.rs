@@ -20,7 +20,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::word::Word;
+use crate::layout::word::Word;
 
 /// Sender: takes a channel whose claim word is free (0) for `nonce` (not 0). On
 /// success the channel's previous release is visible (its head is back at 0).

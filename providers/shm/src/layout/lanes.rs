@@ -16,7 +16,7 @@
 //!   the owner sees the lane busy (the asymmetric fence of user-space RCU).
 //!
 //! Lanes serve only initiators whose process registered for the expedited barrier and
-//! segments whose owner issues it ([`crate::segment::SegFile::fenced`]); everyone else
+//! segments whose owner issues it (the `fenced` flag of the segment's header); everyone else
 //! counts. The loom tests model the barrier as a sequentially consistent fence on both
 //! sides.
 //!
@@ -27,7 +27,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::word::Word;
+use crate::layout::word::Word;
 
 /// A lane nobody claimed.
 pub(crate) const FREE: u64 = 0;
@@ -78,7 +78,7 @@ fn initiator_fence() {
 /// kernel refused it.
 #[cfg(not(all(test, loom)))]
 pub(crate) fn owner_fence() -> bool {
-    crate::sys::membarrier_global()
+    crate::layout::sys::membarrier_global()
 }
 
 #[cfg(all(test, loom))]

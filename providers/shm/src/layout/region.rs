@@ -25,11 +25,11 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use fabric::{Error, Result};
+use fabric::{Error, Result, SharedBytes};
 
-use crate::chantable;
+use crate::layout::chantable;
+use crate::layout::sys::{self, Mapping, Packet};
 use crate::name::{Name, NAME_LEN};
-use crate::sys::{self, Mapping, Packet};
 
 /// Region magic, "FABSHM01".
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM01");
@@ -43,6 +43,9 @@ pub const MAX_CHANNELS: usize = 1 << 16;
 pub const STAGE_SLOTS: usize = 128;
 /// Rendezvous records of one endpoint (see `rndv`): in the header.
 pub const RNDV_RECORDS: usize = 32;
+/// Largest generation of a rendezvous record: the 56 high bits of its state word
+/// (see `rndv`), which descriptors naming the record carry too (see `cell`).
+pub const GEN_MAX: u64 = (1 << 56) - 1;
 
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;
@@ -172,8 +175,9 @@ pub struct CellAt<'a> {
     pub off: usize,
     /// The cell's control word.
     pub word: &'a AtomicU64,
-    /// The bytes from the cell to the end of the ring (at least one cell).
-    pub avail: &'a [u8],
+    /// The bytes from the cell to the end of the ring (at least one cell), which the
+    /// sender may be writing: copied out, never borrowed.
+    pub avail: SharedBytes<'a>,
 }
 
 /// A mapped region, ours or a peer's.
@@ -364,7 +368,7 @@ impl Region {
     /// The claimer's name of channel `c`.
     pub fn chan_name(&self, c: usize) -> [u8; NAME_LEN] {
         let mut n = [0u8; NAME_LEN];
-        n.copy_from_slice(self.bytes(self.geo.ctl(c) + CTL_NAME, NAME_LEN));
+        self.map.copy_out(self.geo.ctl(c) + CTL_NAME, &mut n);
         n
     }
 
@@ -418,13 +422,15 @@ impl Region {
         // cell boundary, a multiple of 8 since `CELL` and the ring's page-aligned start
         // are, and `off + CELL <= ch.end <= len` (asserted above). The mapping is
         // page-aligned and lives as long as `self`; shared words are only accessed
-        // atomically, and the bytes are read as `Mapping::bytes` reads them.
+        // atomically, and the bytes only through `SharedBytes`, readable while the
+        // mapping lives (`ch.end - off <= len`, far below `isize::MAX`; `p` lies in
+        // the mapping, so it is not null).
         unsafe {
             let p = self.map.ptr().add(off);
             CellAt {
                 off,
                 word: &*p.cast::<AtomicU64>(),
-                avail: std::slice::from_raw_parts(p, ch.end - off),
+                avail: SharedBytes::new(p, ch.end - off),
             }
         }
     }
@@ -568,17 +574,18 @@ impl Region {
         self.map.copy_in(off, src);
     }
 
-    /// The bytes at `off..off + len` (see [`Mapping::bytes`]).
+    /// Copies the bytes at `off..off + dst.len()` into `dst` (see
+    /// [`Mapping::copy_out`]).
     #[inline]
-    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        self.map.bytes(off, len)
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        self.map.copy_out(off, dst);
     }
 
     /// Reads a little-endian u64 at `off` (not necessarily published atomically).
     #[inline]
     pub fn read_u64(&self, off: usize) -> u64 {
         let mut b = [0u8; 8];
-        b.copy_from_slice(self.bytes(off, 8));
+        self.copy_out(off, &mut b);
         u64::from_le_bytes(b)
     }
 
@@ -661,7 +668,10 @@ mod tests {
                 assert!(std::ptr::eq(at.word, r.cell_word(at.off)));
                 let to_end = geo.cells - (pos as usize % geo.cells);
                 assert_eq!(at.avail.len(), to_end * CELL);
-                assert_eq!(at.avail.as_ptr(), r.bytes(at.off, CELL).as_ptr());
+                assert_eq!(
+                    at.avail.as_ptr(),
+                    r.mapping().ptr().wrapping_add(at.off).cast_const()
+                );
             }
             at_word_roundtrip(&r, &ch);
         }
@@ -670,7 +680,7 @@ mod tests {
     fn at_word_roundtrip(r: &Region, ch: &Chan) {
         r.cell_at(ch, 7).word.store(0xabcd, Ordering::Relaxed);
         assert_eq!(r.read_u64(r.cell_at(ch, 7).off), 0xabcd);
-        assert_eq!(&r.cell_at(ch, 7).avail[..2], &[0xcd, 0xab]);
+        assert_eq!(r.cell_at(ch, 7).avail.read::<2>(0), Some([0xcd, 0xab]));
     }
 
     #[test]
