@@ -1,6 +1,7 @@
-//! Endpoints (`fi_endpoint`): RDM and DGRAM endpoints, scalable endpoints with transmit
-//! and receive contexts, shared contexts; the data-transfer calls are in one module
-//! per man page (`msg`, `tagged`, `rma`, `atomic`, `trigger`).
+//! Endpoints (`fi_endpoint`): RDM and DGRAM endpoints, MSG endpoints and passive
+//! endpoints with connection management (`cm`), scalable endpoints with transmit and
+//! receive contexts, shared contexts; the data-transfer calls are in one module per man
+//! page (`msg`, `tagged`, `rma`, `atomic`, `trigger`).
 //!
 //! Calls whose buffers the provider reads when the call returns (sends, writes, atomic
 //! operands) copy them and are safe. Calls whose buffers are written later (receives,
