@@ -331,7 +331,9 @@ impl<S: Config> AvInner<S> {
     /// The table address and receive context `addr` names: with receive-context bits,
     /// or the connection's one peer whatever `addr` is (a connected MSG endpoint's
     /// destination is implied, as libfabric ignores `dest_addr` there).
-    #[inline]
+    // Out of line: the test above is all an AV without receive-context bits (the RDM
+    // fast path) carries of it.
+    #[inline(never)]
     fn split(&self, addr: FiAddr) -> (FiAddr, u32) {
         if self.rx_ctx_bits == CONNECTION {
             (FiAddr(0), 0)
