@@ -127,6 +127,7 @@ impl<S: Config> AddressVector<S> {
                     data: *i as u64,
                     err: *e,
                     prov_errno: e.code(),
+                    err_data: Vec::new(),
                 });
             }
             eq.post(EqEntry {
@@ -135,6 +136,7 @@ impl<S: Config> AddressVector<S> {
                 context,
                 data: (names.len() - errs.len()) as u64,
                 info: None,
+                conn: None,
             })?;
         }
         Ok(out)

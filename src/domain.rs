@@ -9,7 +9,7 @@ use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::config::{Config, Progress, Threading};
 use crate::cq::Cq;
-use crate::endpoint::{Endpoint, ScalableEndpoint, SharedRx, SharedTx};
+use crate::endpoint::{Endpoint, PassiveEndpoint, ScalableEndpoint, SharedRx, SharedTx};
 use crate::engine::{DomainInner, FabricInner};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
@@ -82,6 +82,12 @@ impl<S: Config> Fabric<S> {
     /// `fi_eq_open` on the fabric (for events not tied to a domain).
     pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue<S>> {
         EventQueue::open(attr, None, None)
+    }
+
+    /// `fi_passive_ep`: a passive endpoint for an MSG `info`, to listen for
+    /// connection requests (`NotSupported` on a provider without MSG endpoints).
+    pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint<S>> {
+        PassiveEndpoint::open(info)
     }
 
     /// `fi_wait_open`.

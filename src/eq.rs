@@ -53,6 +53,7 @@ impl<S: Config> EventQueue<S> {
     /// `fi_eq_read`: the next event; `peek` leaves it queued. `Err(Again)` when empty,
     /// `Err(Avail)` when an error event waits for [`EventQueue::read_err`].
     pub fn read(&self, peek: bool) -> Result<EqEntry> {
+        self.inner.progress_cm();
         if !<S::Progress as Progress>::AUTO {
             if let Some(d) = &self.domain {
                 d.progress();
@@ -63,6 +64,7 @@ impl<S: Config> EventQueue<S> {
 
     /// `fi_eq_readerr`.
     pub fn read_err(&self, peek: bool) -> Result<EqErrEntry> {
+        self.inner.progress_cm();
         self.inner.q.with(|q| q.read_err(peek))
     }
 

@@ -117,6 +117,33 @@ pub struct Info {
     pub domain_attr: DomainAttr,
     /// Fabric attributes.
     pub fabric_attr: FabricAttr,
+    /// The connection request an `FI_CONNREQ` event carries (`fi_info::handle`): an
+    /// MSG endpoint opened from this info answers that request with `accept`.
+    pub handle: Option<ConnHandle>,
+}
+
+/// A connection request received by a passive endpoint (`fi_info::handle` of an
+/// `FI_CONNREQ` event's info), answered by `Endpoint::accept` of an endpoint opened
+/// from that info or by `PassiveEndpoint::reject`. Clones name the same request; two
+/// handles are equal when they do.
+#[derive(Clone)]
+pub struct ConnHandle(pub(crate) std::sync::Arc<dyn core::any::Any + Send + Sync>);
+
+impl PartialEq for ConnHandle {
+    fn eq(&self, other: &Self) -> bool {
+        core::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.0),
+            std::sync::Arc::as_ptr(&other.0),
+        )
+    }
+}
+
+impl Eq for ConnHandle {}
+
+impl fmt::Debug for ConnHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ConnHandle({:p})", std::sync::Arc::as_ptr(&self.0))
+    }
 }
 
 /// Hints: the same fields as [`Info`], zero/empty meaning "unspecified", with builder
@@ -457,6 +484,7 @@ pub fn core_candidate(
             prov_version: version,
             api_version: (1 << 16) | 17,
         },
+        handle: None,
     }
 }
 
@@ -660,6 +688,7 @@ fn grant_with(
         ep_attr,
         domain_attr,
         fabric_attr: cand.fabric_attr.clone(),
+        handle: None,
     })
 }
 

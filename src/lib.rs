@@ -134,12 +134,12 @@ pub use cq_format::{
 };
 pub use domain::{getinfo, Domain, Fabric};
 pub use endpoint::{
-    AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, RmaIov, RmaMsg, RmaMsgMut, RxContext,
-    ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,
+    AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, PassiveEndpoint, RmaIov, RmaMsg, RmaMsgMut,
+    RxContext, ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,
 };
 pub use eq::{EqEntry, EqErrEntry, EqEvent, EventQueue};
 pub use error::{Error, Result};
-pub use info::{Hints, Info};
+pub use info::{ConnHandle, Hints, Info};
 pub use mr::{MemoryRegion, MrDesc};
 pub use provider::{
     Fits, InjectFits, NoPull, Payload, Provider, Pull, SharedBytes, Sink, Transport,

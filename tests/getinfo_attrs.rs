@@ -65,9 +65,14 @@ fn open<S: Tagged>(info: &Info) -> Node<S> {
     }
 }
 
-/// Every info `getinfo` returns without hints.
+/// Every connectionless info `getinfo` returns without hints: what an AV addresses.
+/// The MSG infos have their own tests (`conformance_cm.rs`).
 fn infos<S: Config>() -> Vec<Info> {
-    getinfo::<S>(None).expect("getinfo")
+    getinfo::<S>(None)
+        .expect("getinfo")
+        .into_iter()
+        .filter(|i| i.ep_attr.ep_type != EpType::Msg)
+        .collect()
 }
 
 /// The first reliable-datagram info.
@@ -209,9 +214,19 @@ impl<S: Config> Mem for MemoryRegion<'_, S> {
 /// core cannot do (multicast, collectives, FI_MR_* requirements, mode bits) is not
 /// claimed, and asking for it matches nothing.
 fn identity<S: Config>() {
-    let all = infos::<S>();
-    let types: Vec<EpType> = all.iter().map(|i| i.ep_attr.ep_type).collect();
-    assert_eq!(types, [EpType::Rdm, EpType::Dgram]);
+    let types: Vec<EpType> = getinfo::<S>(None)
+        .unwrap()
+        .iter()
+        .map(|i| i.ep_attr.ep_type)
+        .collect();
+    // MSG exactly where the transport has connection management.
+    let cm = <<<S::Provider as Provider>::Transport as fabric::Transport>::Cm as fabric::provider::ConnectionManager<_>>::ENABLED;
+    if cm {
+        assert_eq!(types, [EpType::Rdm, EpType::Dgram, EpType::Msg]);
+    } else {
+        assert_eq!(types, [EpType::Rdm, EpType::Dgram]);
+    }
+    let all = getinfo::<S>(None).unwrap();
     for i in &all {
         let f = &i.fabric_attr;
         assert_eq!(f.prov_name, S::Provider::NAME);
@@ -1993,7 +2008,7 @@ fn providers_use_the_core_candidate() {
         ),
     ] {
         for c in got {
-            let want = core_candidate(
+            let mut want = core_candidate(
                 c.fabric_attr.prov_name,
                 c.fabric_attr.prov_version,
                 c.ep_attr.ep_type,
@@ -2001,6 +2016,14 @@ fn providers_use_the_core_candidate() {
                 max,
                 eps,
             );
+            // A connection has no AV: nothing of what needs one is claimed.
+            if c.ep_attr.ep_type == EpType::Msg {
+                let no_av =
+                    Caps::SOURCE | Caps::DIRECTED_RECV | Caps::NAMED_RX_CTX | Caps::SHARED_AV;
+                want.caps.remove(no_av);
+                want.tx_attr.caps.remove(no_av);
+                want.rx_attr.caps.remove(no_av);
+            }
             assert_eq!(c, want);
         }
     }

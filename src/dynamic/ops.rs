@@ -24,7 +24,9 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
-use crate::attr::{AvAttr, CntrAttr, CqAttr, CqFormatKind, EqAttr, MrAttr, PollAttr, WaitAttr};
+use crate::attr::{
+    AvAttr, CntrAttr, CqAttr, CqFormatKind, EpType, EqAttr, MrAttr, PollAttr, WaitAttr,
+};
 use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::config::Config;
@@ -1123,6 +1125,11 @@ impl<S: Config> DomainOps for Domain<S> {
         Self::info(self)
     }
     fn endpoint(&self, info: &Info) -> Result<Box<dyn EndpointOps>> {
+        // The run-time layer has no connection management calls: an MSG endpoint
+        // could never connect.
+        if info.ep_attr.ep_type == EpType::Msg {
+            return Err(Error::NotSupported);
+        }
         Ok(Box::new(Self::endpoint(self, info)?))
     }
     fn scalable_endpoint(&self, info: &Info) -> Result<Box<dyn ScalableEndpointOps>> {

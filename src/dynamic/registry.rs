@@ -3,7 +3,7 @@
 
 use core::marker::PhantomData;
 
-use crate::attr::{AvKind, ProgressMode, ThreadingLevel};
+use crate::attr::{AvKind, EpType, ProgressMode, ThreadingLevel};
 use crate::av_type::{Map, Table};
 use crate::config::{Auto, Config, Manual, Stack, ThreadDomain, ThreadSafe};
 use crate::cq_format::CqTagged;
@@ -213,7 +213,9 @@ impl<L: ProviderList> Registry<L> {
     /// unspecified ones default to `FI_THREAD_DOMAIN`, `FI_PROGRESS_MANUAL` and
     /// `FI_AV_TABLE` (the fastest stack). `FI_THREAD_COMPLETION` and
     /// `FI_THREAD_ENDPOINT` are granted as asked and served by the thread-safe stack.
-    /// The entries are what [`Registry::fabric`] opens (see [`Choice`]).
+    /// The entries are what [`Registry::fabric`] opens (see [`Choice`]). MSG
+    /// endpoints are not offered: this layer has no connection management calls
+    /// (opening one answers `NotSupported`); use a static stack for them.
     pub fn getinfo_filtered(hints: Option<&Hints>, filter: &ProviderFilter) -> Result<Vec<Info>> {
         let h = hints.map(|h| &h.info.domain_attr);
         let threading = thread_impl(h.map_or(ThreadingLevel::Unspec, |d| d.threading));
@@ -238,6 +240,9 @@ impl<L: ProviderList> Registry<L> {
             }
             let cands: Vec<Info> = L::candidates(i)
                 .into_iter()
+                // No connection management at run time: MSG endpoints are left to the
+                // static stacks.
+                .filter(|c| c.ep_attr.ep_type != EpType::Msg)
                 .map(|mut c| {
                     c.domain_attr.threading = threading;
                     c.domain_attr.data_progress = progress;

@@ -1,6 +1,7 @@
-//! Endpoints (`fi_endpoint`): RDM and DGRAM endpoints, scalable endpoints with transmit
-//! and receive contexts, shared contexts; the data-transfer calls are in one module
-//! per man page (`msg`, `tagged`, `rma`, `atomic`, `trigger`).
+//! Endpoints (`fi_endpoint`): RDM and DGRAM endpoints, MSG endpoints and passive
+//! endpoints with connection management (`cm`), scalable endpoints with transmit and
+//! receive contexts, shared contexts; the data-transfer calls are in one module per man
+//! page (`msg`, `tagged`, `rma`, `atomic`, `trigger`).
 //!
 //! Calls whose buffers the provider reads when the call returns (sends, writes, atomic
 //! operands) copy them and are safe. Calls whose buffers are written later (receives,
@@ -8,6 +9,7 @@
 //! the operation completes (success, error or cancel) or its endpoint is dropped.
 
 mod atomic;
+mod cm;
 mod msg;
 mod request;
 mod rma;
@@ -36,6 +38,7 @@ pub use crate::engine::endpoint::{
     RmaIov, DEFAULT_MIN_MULTI_RECV, DEFAULT_QUEUE_SIZE, MAX_UNEXPECTED, UNEXPECTED_BYTES,
 };
 pub use atomic::AtomicMsg;
+pub use cm::PassiveEndpoint;
 pub use msg::{Msg, MsgMut};
 pub use rma::{RmaMsg, RmaMsgMut};
 pub use tagged::{TaggedMsg, TaggedMsgMut};
@@ -84,7 +87,8 @@ pub enum EpOpt {
     /// `FI_OPT_MIN_MULTI_RECV`: a multi-receive buffer is released when less than this
     /// many bytes remain.
     MinMultiRecv(usize),
-    /// `FI_OPT_CM_DATA_SIZE`: connection data size (0: no connection management here).
+    /// `FI_OPT_CM_DATA_SIZE`: the most connection data `connect`, `accept` and
+    /// `reject` carry (0 on RDM and DGRAM endpoints, which have no connection).
     CmDataSize(usize),
 }
 
@@ -97,7 +101,7 @@ pub enum EpOptName {
     CmDataSize,
 }
 
-/// An RDM or DGRAM endpoint.
+/// An endpoint: RDM, DGRAM, or MSG (connected: see [`PassiveEndpoint`]).
 pub struct Endpoint<S: Config> {
     pub(crate) h: Arc<EpHandle<S>>,
     pub(crate) tx_flags: OpFlags,
@@ -149,8 +153,12 @@ impl<S: Config> Endpoint<S> {
         self.ep().bind_av(&av.inner)
     }
 
-    /// `fi_ep_bind` of an event queue.
+    /// `fi_ep_bind` of an event queue. An MSG endpoint takes one, which reports its
+    /// connection events (`Err(Inval)` for a second).
     pub fn bind_eq(&self, eq: &EventQueue<S>) -> Result<()> {
+        if self.ep().conn.is_some() {
+            return self.bind_cm_eq(eq);
+        }
         self.ep().eq.with(|e| *e = Some(eq.inner.clone()));
         Ok(())
     }
@@ -194,7 +202,10 @@ impl<S: Config> Endpoint<S> {
             EpOptName::MinMultiRecv => {
                 EpOpt::MinMultiRecv(self.ep().rx[0].state.with(|st| st.min_multi_recv))
             }
-            EpOptName::CmDataSize => EpOpt::CmDataSize(0),
+            EpOptName::CmDataSize => EpOpt::CmDataSize(match self.ep().conn {
+                Some(_) => crate::engine::cm::cm_data_size::<S>(),
+                None => 0,
+            }),
         })
     }
 

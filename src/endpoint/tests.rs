@@ -132,6 +132,7 @@ impl Transport for FarEp {
     type Direct = crate::provider::Absent;
     type HeldBack = crate::provider::Absent;
     type RemoteWake = crate::provider::Absent;
+    type Cm = crate::provider::Absent;
 
     fn name(&self) -> &[u8] {
         &self.name

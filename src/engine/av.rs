@@ -286,6 +286,10 @@ impl<V: fmt::Debug, A: AvType> fmt::Debug for AvTable<V, A> {
     }
 }
 
+/// The `rx_ctx_bits` of a connection's table ([`AvInner::connection`]): beyond any
+/// an application may ask for (at most 63), so no AV opened by the API has it.
+const CONNECTION: u32 = u32::MAX;
+
 pub(crate) type Peer<S> = <<S as Config>::Provider as Provider>::Peer;
 
 pub(crate) struct AvState<S: Config> {
@@ -308,7 +312,12 @@ impl<S: Config> AvInner<S> {
         addr: FiAddr,
         f: impl FnOnce(&Peer<S>, u32) -> Result<R>,
     ) -> Result<R> {
-        let (base, rx) = addr.split_rx(self.rx_ctx_bits);
+        // One test for an AV without receive-context bits, as `split_rx` alone does.
+        let (base, rx) = if self.rx_ctx_bits == 0 {
+            (addr, 0)
+        } else {
+            self.split(addr)
+        };
         // Forced inline, as the callers' `f`: the fast send path runs through here.
         self.state.with(
             #[inline(always)]
@@ -317,6 +326,34 @@ impl<S: Config> AvInner<S> {
                 f(peer, rx)
             },
         )
+    }
+
+    /// The table address and receive context `addr` names: with receive-context bits,
+    /// or the connection's one peer whatever `addr` is (a connected MSG endpoint's
+    /// destination is implied, as libfabric ignores `dest_addr` there).
+    // Out of line: the test above is all an AV without receive-context bits (the RDM
+    // fast path) carries of it.
+    #[inline(never)]
+    fn split(&self, addr: FiAddr) -> (FiAddr, u32) {
+        if self.rx_ctx_bits == CONNECTION {
+            (FiAddr(0), 0)
+        } else {
+            addr.split_rx(self.rx_ctx_bits)
+        }
+    }
+
+    /// The table of a connected MSG endpoint: its one peer, at address 0 once the
+    /// connection is up, reached through any address.
+    pub(crate) fn connection() -> Self {
+        AvInner {
+            state: LockOf::<S, _>::new(AvState {
+                table: AvTable::build(1, 0),
+                eq: None,
+            }),
+            rx_ctx_bits: CONNECTION,
+            name: None,
+            async_events: false,
+        }
     }
 
     /// The address of the peer with raw address `name`, for `FI_SOURCE`.

@@ -10,9 +10,12 @@ use std::sync::Arc;
 
 use crate::config::{Config, LockOf};
 use crate::error::{Error, Result};
+use crate::info::Info;
 use crate::lock::Lock;
 use crate::types::Context;
 use crate::waitobj::Waiter;
+
+use super::CmSource;
 
 /// The event type of an EQ entry (`FI_NOTIFY`, `FI_CONNREQ`, ...), with libfabric's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,8 +70,13 @@ pub struct EqEntry {
     pub context: Context,
     /// Event data (e.g. the number of addresses inserted for `FI_AV_COMPLETE`).
     pub data: u64,
-    /// Connection-management payload (`fi_eq_cm_entry` info / private data); `None` when absent.
+    /// Connection data of a connection-management event (`fi_eq_cm_entry::data`: the
+    /// connect's data for `FI_CONNREQ`, the accept's for `FI_CONNECTED`), or another
+    /// event's payload; `None` when absent.
     pub info: Option<Vec<u8>>,
+    /// For `FI_CONNREQ`: the info to open the accepting endpoint with
+    /// (`fi_eq_cm_entry::info`), its [`handle`](Info::handle) naming the request.
+    pub conn: Option<Box<Info>>,
 }
 
 /// An EQ error event (`struct fi_eq_err_entry` without the `err_data` pointer).
@@ -84,6 +92,9 @@ pub struct EqErrEntry {
     pub err: Error,
     /// Provider-specific error number (0 when none).
     pub prov_errno: i32,
+    /// Error data (`err_data`): the reject's connection data of an `FI_ECONNREFUSED`;
+    /// empty when none.
+    pub err_data: Vec<u8>,
 }
 
 /// Bounded FIFO of EQ events with an unbounded FIFO of error events.
@@ -186,6 +197,9 @@ pub(crate) struct EqInner<S: Config> {
     pub(crate) q: LockOf<S, EqQueue>,
     pub(crate) waiter: Option<Arc<Waiter>>,
     pub(crate) writable: bool,
+    /// The endpoints and passive endpoints bound to this EQ: a read collects their
+    /// connection events.
+    cm: LockOf<S, Vec<CmSource<S>>>,
 }
 
 impl<S: Config> EqInner<S> {
@@ -195,7 +209,19 @@ impl<S: Config> EqInner<S> {
             q: LockOf::<S, _>::new(EqQueue::new(size)),
             waiter,
             writable,
+            cm: LockOf::<S, _>::new(Vec::new()),
         }
+    }
+
+    /// Adds an object whose connection events reads of this EQ collect.
+    pub(crate) fn add_cm(&self, src: CmSource<S>) {
+        self.cm.with(|v| v.push(src));
+    }
+
+    /// Collects the connection events of the bound objects into the queue, forgetting
+    /// the objects that are gone.
+    pub(crate) fn progress_cm(&self) {
+        self.cm.with(|v| v.retain(|s| s.poll()));
     }
 
     pub(crate) fn post(&self, e: EqEntry) -> Result<()> {
@@ -225,6 +251,7 @@ mod tests {
             context: Context(data as usize),
             data,
             info: None,
+            conn: None,
         }
     }
 
@@ -235,6 +262,7 @@ mod tests {
             data,
             err: Error::AddrNotAvail,
             prov_errno: 0,
+            err_data: Vec::new(),
         }
     }
 

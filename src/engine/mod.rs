@@ -8,10 +8,12 @@
 //!   doorbell);
 //! - `endpoint`: an endpoint's transport, contexts and handlers for arrivals;
 //! - `trigger`: operations deferred until a counter reaches a threshold;
+//! - `cm`: connection management of passive and MSG endpoints;
 //! - this module: [`DomainInner`], the one owner of a domain's endpoints and
 //!   triggers, which runs progress over them (`progress_thread` under auto progress).
 
 pub(crate) mod av;
+pub(crate) mod cm;
 pub(crate) mod cntr;
 pub(crate) mod cq;
 pub(crate) mod endpoint;
@@ -23,7 +25,7 @@ pub(crate) mod shared;
 pub(crate) mod trigger;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::config::{Config, LockOf, Progress};
@@ -37,6 +39,26 @@ use cq::Reader;
 use endpoint::{EpInner, TransportOf};
 use shared::Shared;
 use trigger::Deferred;
+
+/// An object whose connection events an EQ's reads collect (it is bound to the EQ).
+/// Here rather than in `eq`, which holds a list of them: `eq` stays below `endpoint`
+/// and `cm`.
+pub(crate) enum CmSource<S: Config> {
+    /// An MSG endpoint: its connection's events.
+    Ep(Weak<EpInner<S>>),
+    /// A passive endpoint: its connection requests.
+    Pep(Weak<cm::PepInner<S>>),
+}
+
+impl<S: Config> CmSource<S> {
+    /// Collects the object's events into its EQ; `false` once the object is gone.
+    pub(crate) fn poll(&self) -> bool {
+        match self {
+            CmSource::Ep(w) => w.upgrade().map(|ep| ep.poll_cm()).is_some(),
+            CmSource::Pep(w) => w.upgrade().map(|p| p.poll_cm()).is_some(),
+        }
+    }
+}
 
 /// A fabric's state: what its domains share.
 pub(crate) struct FabricInner<S: Config> {

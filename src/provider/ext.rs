@@ -6,7 +6,8 @@
 //! provider must supply; these are what only some can.
 
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
-use crate::error::Error;
+use crate::error::{Error, Result};
+use crate::info::Info;
 
 use super::{SharedBytes, Transport};
 
@@ -199,4 +200,126 @@ pub enum Direct {
     /// Would be handled at the initiator, but earlier operations are in flight: the
     /// core holds it (and everything posted after it) until they complete.
     Held,
+}
+
+/// Largest connection data (`FI_OPT_CM_DATA_SIZE`) a transport with connection
+/// management carries by default: libfabric's minimum for socket-style providers.
+pub const DEFAULT_CM_DATA_SIZE: usize = 256;
+
+/// What connection management reports about one MSG endpoint
+/// ([`ConnectionManager::events`]); the core turns each into an EQ event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmEvent {
+    /// The connection is up (`FI_CONNECTED`): `peer` is the raw address data is sent
+    /// to (what [`Provider::resolve`](super::Provider::resolve) takes), `data` the
+    /// connection data of the peer's accept (empty on the accepting side).
+    Connected {
+        /// The peer endpoint's raw address.
+        peer: Vec<u8>,
+        /// The peer's connection data.
+        data: Vec<u8>,
+    },
+    /// The connection request was refused (`FI_ECONNREFUSED`): rejected by the
+    /// listener (with its connection data) or nobody listens at the address.
+    Refused {
+        /// The reject's connection data (empty when nobody answered).
+        data: Vec<u8>,
+    },
+    /// The peer shut the connection down or went away (`FI_SHUTDOWN`).
+    Shutdown,
+    /// The connection failed (`FI_ETIMEDOUT`, `FI_ECONNRESET`, ...).
+    Failed(Error),
+}
+
+/// A connection request as a listener received it ([`ConnectionManager::requests`]).
+#[derive(Debug)]
+pub struct CmRequest<R> {
+    /// The provider's handle of the request, answered by
+    /// [`accept`](ConnectionManager::accept) or [`reject`](ConnectionManager::reject).
+    pub handle: R,
+    /// The connecting endpoint's raw address.
+    pub peer: Vec<u8>,
+    /// The connect's connection data.
+    pub data: Vec<u8>,
+}
+
+/// Connection management for MSG endpoints (`man 3 fi_cm`): passive endpoints that
+/// listen, connection requests answered by accept or reject, shutdown. The core keeps
+/// the libfabric semantics (EQ events, the connection's peer standing in for the AV,
+/// cleanup when the peer goes); the provider only carries requests, answers and
+/// shutdowns. Every call is off the data path.
+///
+/// Connection data passed in is at most [`CM_DATA_SIZE`](Self::CM_DATA_SIZE) bytes:
+/// the core refuses longer data with `Inval` before calling the provider.
+pub trait ConnectionManager<T: Transport + ?Sized> {
+    /// Whether MSG endpoints exist at all: without, the core answers them with
+    /// `NotSupported`.
+    const ENABLED: bool = true;
+    /// Bytes of connection data the provider carries (`FI_OPT_CM_DATA_SIZE`).
+    const CM_DATA_SIZE: usize = DEFAULT_CM_DATA_SIZE;
+    /// The listening side of a passive endpoint.
+    type Listener: Send + Sync + 'static;
+    /// A received connection request, until it is accepted or rejected.
+    type Request: Send + Sync + 'static;
+
+    /// `fi_passive_ep`: a listener, not listening yet, at `info.src_addr` when given.
+    fn listener(info: &Info) -> Result<Self::Listener>;
+    /// `fi_getname` of a passive endpoint: the address connects are sent to.
+    fn listener_name(l: &Self::Listener) -> Vec<u8>;
+    /// `fi_setname` of a passive endpoint (before [`listen`](Self::listen)).
+    fn set_listener_name(l: &Self::Listener, name: &[u8]) -> Result<()>;
+    /// `fi_listen`: connects to the listener's name reach it from now on.
+    fn listen(l: &Self::Listener) -> Result<()>;
+    /// Hands the connection requests that arrived since the last call to `f`.
+    fn requests(l: &Self::Listener, f: &mut dyn FnMut(CmRequest<Self::Request>));
+    /// `fi_reject`: refuses `req`, sending `data` to the connecting side.
+    /// `Err(Inval)` when the request was already answered.
+    fn reject(l: &Self::Listener, req: &Self::Request, data: &[u8]) -> Result<()>;
+    /// `fi_connect` of endpoint `t` to the listener at `to`, with `data`. The outcome
+    /// comes later through [`events`](Self::events).
+    fn connect(t: &T, to: &[u8], data: &[u8]) -> Result<()>;
+    /// `fi_accept` of `req` on the new endpoint `t`, with `data` for the connecting
+    /// side. `Err(Inval)` when the request was already answered; `Err(ConnAborted)`
+    /// when the connecting side is gone.
+    fn accept(t: &T, req: &Self::Request, data: &[u8]) -> Result<()>;
+    /// Hands the connection events of `t` since the last call to `f`, oldest first.
+    fn events(t: &T, f: &mut dyn FnMut(CmEvent));
+    /// `fi_shutdown`: closes the connection; the peer sees [`CmEvent::Shutdown`].
+    fn disconnect(t: &T) -> Result<()>;
+}
+
+impl<T: Transport + ?Sized> ConnectionManager<T> for Absent {
+    const ENABLED: bool = false;
+    const CM_DATA_SIZE: usize = 0;
+    type Listener = Absent;
+    type Request = Absent;
+
+    fn listener(_: &Info) -> Result<Absent> {
+        Err(Error::NotSupported)
+    }
+    fn listener_name(l: &Absent) -> Vec<u8> {
+        match *l {}
+    }
+    fn set_listener_name(l: &Absent, _: &[u8]) -> Result<()> {
+        match *l {}
+    }
+    fn listen(l: &Absent) -> Result<()> {
+        match *l {}
+    }
+    fn requests(l: &Absent, _: &mut dyn FnMut(CmRequest<Absent>)) {
+        match *l {}
+    }
+    fn reject(l: &Absent, _: &Absent, _: &[u8]) -> Result<()> {
+        match *l {}
+    }
+    fn connect(_: &T, _: &[u8], _: &[u8]) -> Result<()> {
+        Err(Error::NotSupported)
+    }
+    fn accept(_: &T, r: &Absent, _: &[u8]) -> Result<()> {
+        match *r {}
+    }
+    fn events(_: &T, _: &mut dyn FnMut(CmEvent)) {}
+    fn disconnect(_: &T) -> Result<()> {
+        Err(Error::NotSupported)
+    }
 }

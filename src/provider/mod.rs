@@ -8,7 +8,10 @@
 mod ext;
 pub mod wire;
 
-pub use ext::{Absent, Direct, DirectAccess, DirectOp, DirectReq, HeldBack, RemoteWake};
+pub use ext::{
+    Absent, CmEvent, CmRequest, ConnectionManager, Direct, DirectAccess, DirectOp, DirectReq,
+    HeldBack, RemoteWake, DEFAULT_CM_DATA_SIZE,
+};
 
 use std::sync::Arc;
 
@@ -86,6 +89,9 @@ pub trait Transport: Send + Sync + 'static {
     type HeldBack: HeldBack<Self>;
     /// Wake-ups from peers in other processes ([`RemoteWake`]): `Self` or [`Absent`].
     type RemoteWake: RemoteWake<Self>;
+    /// Connection management for MSG endpoints ([`ConnectionManager`]): `Self` or
+    /// [`Absent`] (then MSG endpoints are `NotSupported`).
+    type Cm: ConnectionManager<Self>;
     /// This endpoint's raw address (`fi_getname`).
     fn name(&self) -> &[u8];
     /// A fresh sending state for this endpoint.

@@ -1399,6 +1399,7 @@ fn eq_read_write<A: Api>() {
         context: Context(2),
         data: 3,
         info: Some(vec![4, 5]),
+        conn: None,
     };
     eq.write(ev.clone()).unwrap();
     assert_eq!(eq.read(true).unwrap(), ev, "peek");

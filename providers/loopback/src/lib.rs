@@ -19,6 +19,11 @@
 //! makes further requests wait. Responses are bounded by the initiator's own transmit
 //! queues, so the spill queue stays short and is normally never used.
 //!
+//! Connection management (MSG endpoints) is in-process too: a listener is registered
+//! by name, a connect queues a request with it, and accept and reject answer that
+//! request by queueing an event with each side ([`CmSide`]); the core turns those into
+//! EQ events when the application reads its EQ.
+//!
 //! ```
 //! use fabric::prelude::*;
 //! use fabric_loopback::Loopback;
@@ -29,13 +34,14 @@
 
 mod ring;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use fabric::attr::EpType;
+use fabric::flags::Caps;
 use fabric::provider::wire::{Header, Op};
-use fabric::provider::Absent;
+use fabric::provider::{Absent, CmEvent, CmRequest, ConnectionManager};
 use fabric::waitobj::Waiter;
 use fabric::{Error, Info, NoPull, Payload, Provider, Result, Transport};
 
@@ -94,6 +100,200 @@ fn registry() -> MutexGuard<'static, HashMap<u64, Weak<Inbox>>> {
 pub struct LoopbackEp {
     inbox: Arc<Inbox>,
     name: [u8; NAME_LEN],
+    cm: Arc<CmSide>,
+}
+
+/// Locks `m`, going on after a panic elsewhere: every queue here stays consistent
+/// between operations.
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An endpoint's side of a connection, as its peer and the listeners see it: the
+/// connection events waiting for the core, and the peer once accepted.
+pub struct CmSide {
+    name: [u8; NAME_LEN],
+    events: Mutex<VecDeque<CmEvent>>,
+    peer: Mutex<Option<Weak<CmSide>>>,
+}
+
+impl CmSide {
+    fn push(&self, e: CmEvent) {
+        lock(&self.events).push_back(e);
+    }
+
+    /// Ends the connection, if any: the peer sees `Shutdown` (once, whichever side
+    /// goes first).
+    fn disconnect(&self) {
+        let Some(peer) = lock(&self.peer).take().and_then(|w| w.upgrade()) else {
+            return;
+        };
+        lock(&peer.peer).take();
+        peer.push(CmEvent::Shutdown);
+    }
+}
+
+/// A connection request queued with a listener ([`ConnectionManager::Request`]).
+pub struct LoopbackRequest {
+    from: Weak<CmSide>,
+    answered: AtomicBool,
+}
+
+impl LoopbackRequest {
+    /// The connecting side, claimed for an answer: `Err(Inval)` once answered.
+    fn claim(&self) -> Result<Option<Arc<CmSide>>> {
+        if self.answered.swap(true, Ordering::AcqRel) {
+            return Err(Error::Inval);
+        }
+        Ok(self.from.upgrade())
+    }
+}
+
+/// What connects reach: a listener's queue of requests.
+struct Queue {
+    requests: Mutex<VecDeque<CmRequest<LoopbackRequest>>>,
+}
+
+/// A passive endpoint's listener ([`ConnectionManager::Listener`]): a name in the
+/// listener registry once listening.
+pub struct LoopbackListener {
+    id: Mutex<u64>,
+    queue: Arc<Queue>,
+    listening: AtomicBool,
+}
+
+fn listeners() -> MutexGuard<'static, HashMap<u64, Weak<Queue>>> {
+    static REG: OnceLock<Mutex<HashMap<u64, Weak<Queue>>>> = OnceLock::new();
+    lock(REG.get_or_init(Default::default))
+}
+
+/// A fresh id for an endpoint or listener: both kinds of names come from one space.
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn parse_name(name: &[u8]) -> Result<u64> {
+    let id: [u8; NAME_LEN] = name.try_into().map_err(|_| Error::Inval)?;
+    Ok(u64::from_le_bytes(id))
+}
+
+impl Drop for LoopbackListener {
+    fn drop(&mut self) {
+        if self.listening.load(Ordering::Acquire) {
+            let id = *lock(&self.id);
+            let mut reg = listeners();
+            if reg
+                .get(&id)
+                .is_some_and(|q| std::ptr::eq(q.as_ptr(), Arc::as_ptr(&self.queue)))
+            {
+                reg.remove(&id);
+            }
+        }
+        // Nobody will answer what is still queued.
+        for r in lock(&self.queue.requests).drain(..) {
+            if let Ok(Some(from)) = r.handle.claim() {
+                from.push(CmEvent::Refused { data: Vec::new() });
+            }
+        }
+    }
+}
+
+impl ConnectionManager<LoopbackEp> for LoopbackEp {
+    type Listener = LoopbackListener;
+    type Request = LoopbackRequest;
+
+    fn listener(info: &Info) -> Result<LoopbackListener> {
+        let id = match &info.src_addr {
+            Some(a) => parse_name(a)?,
+            None => next_id(),
+        };
+        Ok(LoopbackListener {
+            id: Mutex::new(id),
+            queue: Arc::new(Queue {
+                requests: Mutex::new(VecDeque::new()),
+            }),
+            listening: AtomicBool::new(false),
+        })
+    }
+
+    fn listener_name(l: &LoopbackListener) -> Vec<u8> {
+        lock(&l.id).to_le_bytes().to_vec()
+    }
+
+    fn set_listener_name(l: &LoopbackListener, name: &[u8]) -> Result<()> {
+        *lock(&l.id) = parse_name(name)?;
+        Ok(())
+    }
+
+    fn listen(l: &LoopbackListener) -> Result<()> {
+        let id = *lock(&l.id);
+        let mut reg = listeners();
+        if reg.get(&id).is_some_and(|q| q.strong_count() > 0) {
+            return Err(Error::AddrInUse);
+        }
+        reg.insert(id, Arc::downgrade(&l.queue));
+        l.listening.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn requests(l: &LoopbackListener, f: &mut dyn FnMut(CmRequest<LoopbackRequest>)) {
+        let arrived: Vec<_> = lock(&l.queue.requests).drain(..).collect();
+        arrived.into_iter().for_each(f);
+    }
+
+    fn reject(_: &LoopbackListener, req: &LoopbackRequest, data: &[u8]) -> Result<()> {
+        if let Some(from) = req.claim()? {
+            from.push(CmEvent::Refused {
+                data: data.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    fn connect(t: &LoopbackEp, to: &[u8], data: &[u8]) -> Result<()> {
+        let id = parse_name(to)?;
+        let queue = listeners().get(&id).and_then(Weak::upgrade);
+        match queue {
+            Some(q) => lock(&q.requests).push_back(CmRequest {
+                handle: LoopbackRequest {
+                    from: Arc::downgrade(&t.cm),
+                    answered: AtomicBool::new(false),
+                },
+                peer: t.name.to_vec(),
+                data: data.to_vec(),
+            }),
+            // As a socket connect to a port nobody listens on: refused, reported
+            // like any other outcome.
+            None => t.cm.push(CmEvent::Refused { data: Vec::new() }),
+        }
+        Ok(())
+    }
+
+    fn accept(t: &LoopbackEp, req: &LoopbackRequest, data: &[u8]) -> Result<()> {
+        let from = req.claim()?.ok_or(Error::ConnAborted)?;
+        *lock(&t.cm.peer) = Some(Arc::downgrade(&from));
+        *lock(&from.peer) = Some(Arc::downgrade(&t.cm));
+        from.push(CmEvent::Connected {
+            peer: t.name.to_vec(),
+            data: data.to_vec(),
+        });
+        t.cm.push(CmEvent::Connected {
+            peer: from.name.to_vec(),
+            data: Vec::new(),
+        });
+        Ok(())
+    }
+
+    fn events(t: &LoopbackEp, f: &mut dyn FnMut(CmEvent)) {
+        let queued: Vec<_> = lock(&t.cm.events).drain(..).collect();
+        queued.into_iter().for_each(f);
+    }
+
+    fn disconnect(t: &LoopbackEp) -> Result<()> {
+        t.cm.disconnect();
+        Ok(())
+    }
 }
 
 /// The producer ends of an endpoint's channels, one per peer it has sent to
@@ -166,6 +366,7 @@ impl Transport for LoopbackEp {
     type Direct = Absent;
     type HeldBack = Absent;
     type RemoteWake = Absent;
+    type Cm = Self;
 
     fn name(&self) -> &[u8] {
         &self.name
@@ -243,6 +444,7 @@ impl Transport for LoopbackEp {
             self.inbox.closed.store(true, Ordering::Release);
         }
         registry().remove(&self.inbox.id);
+        self.cm.disconnect();
     }
 }
 
@@ -284,12 +486,19 @@ impl Provider for Loopback {
     type Transport = LoopbackEp;
 
     fn candidates() -> Vec<Info> {
-        vec![candidate(EpType::Rdm), candidate(EpType::Dgram)]
+        // MSG last: the first info, what applications without hints take, stays RDM.
+        let mut msg = candidate(EpType::Msg);
+        // A connection has one peer and no AV: no source addresses to report, no
+        // receive filtered by source, no receive contexts or AVs to name or share.
+        let no_av = Caps::SOURCE | Caps::DIRECTED_RECV | Caps::NAMED_RX_CTX | Caps::SHARED_AV;
+        msg.caps.remove(no_av);
+        msg.tx_attr.caps.remove(no_av);
+        msg.rx_attr.caps.remove(no_av);
+        vec![candidate(EpType::Rdm), candidate(EpType::Dgram), msg]
     }
 
     fn open(_info: &Info) -> Result<LoopbackEp> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = next_id();
         let inbox = Arc::new(Inbox {
             id,
             waker: OnceLock::new(),
@@ -298,9 +507,15 @@ impl Provider for Loopback {
             nfresh: AtomicUsize::new(0),
         });
         registry().insert(id, Arc::downgrade(&inbox));
+        let name = id.to_le_bytes();
         Ok(LoopbackEp {
             inbox,
-            name: id.to_le_bytes(),
+            name,
+            cm: Arc::new(CmSide {
+                name,
+                events: Mutex::new(VecDeque::new()),
+                peer: Mutex::new(None),
+            }),
         })
     }
 

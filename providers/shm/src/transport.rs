@@ -1014,6 +1014,7 @@ impl Transport for ShmEp {
     type Direct = Self;
     type HeldBack = Self;
     type RemoteWake = Self;
+    type Cm = fabric::provider::Absent;
 
     fn name(&self) -> &[u8] {
         &self.shared.raw

@@ -17,7 +17,9 @@ use crate::flags::{BindFlags, Caps, CqFlags};
 use crate::info::Info;
 use crate::lock::Lock;
 use crate::provider::wire::{Eager, Header, Op, Response};
-use crate::provider::{HeldBack, Payload, Provider, SharedBytes, Sink, Transport};
+use crate::provider::{
+    ConnectionManager, HeldBack, Payload, Provider, SharedBytes, Sink, Transport,
+};
 use crate::types::Context;
 
 use crate::engine::av::AvInner;
@@ -38,6 +40,28 @@ type ReceiverOf<S> = <TransportOf<S> as Transport>::Receiver;
 /// The transport's direct access ([`Absent`](crate::provider::Absent) without).
 pub(crate) type DirectOf<S> = <TransportOf<S> as Transport>::Direct;
 type HeldBackOf<S> = <TransportOf<S> as Transport>::HeldBack;
+/// The transport's connection management ([`Absent`](crate::provider::Absent) without).
+pub(crate) type CmOf<S> = <TransportOf<S> as Transport>::Cm;
+
+/// Where an MSG endpoint's connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnState {
+    /// Neither connecting nor connected yet.
+    Idle,
+    /// `connect` or `accept` was called; `FI_CONNECTED` has not come yet.
+    Connecting,
+    /// The connection is up: the connection table holds the peer.
+    Connected,
+    /// Shut down, refused or failed: an endpoint connects once.
+    Closed,
+}
+
+/// What an MSG endpoint adds: the table that stands in for the AV, holding the
+/// connection's peer, and where the connection stands.
+pub(crate) struct Conn<S: Config> {
+    pub(crate) table: Arc<AvInner<S>>,
+    pub(crate) state: LockOf<S, ConnState>,
+}
 
 /// The shared core of an endpoint: its transport and its contexts.
 pub(crate) struct EpInner<S: Config> {
@@ -54,6 +78,8 @@ pub(crate) struct EpInner<S: Config> {
     pub(crate) rx: Vec<Arc<RxCtx<S>>>,
     pub(crate) info: Info,
     pub(crate) eq: LockOf<S, Option<Arc<EqInner<S>>>>,
+    /// The connection of an MSG endpoint (`None` for RDM and DGRAM).
+    pub(crate) conn: Option<Conn<S>>,
 }
 
 impl<S: Config> EpInner<S> {
@@ -67,10 +93,11 @@ impl<S: Config> EpInner<S> {
         stx: Option<&Arc<TxCtx<S>>>,
         srx: Option<&Arc<RxCtx<S>>>,
     ) -> Result<Arc<Self>> {
-        match info.ep_attr.ep_type {
-            EpType::Rdm | EpType::Dgram | EpType::Unspec => {}
+        let msg = match info.ep_attr.ep_type {
+            EpType::Rdm | EpType::Dgram | EpType::Unspec => false,
+            EpType::Msg if <CmOf<S> as ConnectionManager<TransportOf<S>>>::ENABLED => true,
             EpType::Msg => return Err(Error::NotSupported),
-        }
+        };
         let caps = if info.caps.is_empty() {
             Caps::PRIMARY
         } else {
@@ -97,7 +124,22 @@ impl<S: Config> EpInner<S> {
                 .map(|_| RxCtx::new(caps, info.rx_attr.size))
                 .collect(),
         };
+        // The connection's table is every context's AV, bound for good: data
+        // transfer needs no AV and the fast path resolves the peer as through one.
+        let conn = msg.then(|| Conn {
+            table: Arc::new(AvInner::connection()),
+            state: LockOf::<S, _>::new(ConnState::Idle),
+        });
+        if let Some(c) = &conn {
+            for t in &tx {
+                t.state.with(|st| st.av = Some(c.table.clone()));
+            }
+            for r in &rx {
+                r.state.with(|st| st.av = Some(c.table.clone()));
+            }
+        }
         Ok(Arc::new(EpInner {
+            conn,
             domain: domain.clone(),
             sender: LockOf::<S, _>::new(transport.sender()),
             receiver: LockOf::<S, _>::new(transport.receiver()),
@@ -194,6 +236,10 @@ impl<S: Config> EpInner<S> {
     }
 
     pub(crate) fn bind_av(&self, av: &Arc<AvInner<S>>) -> Result<()> {
+        // A connected endpoint's destination is its peer (`fi_endpoint(3)`).
+        if self.conn.is_some() {
+            return Err(Error::Inval);
+        }
         for t in &self.tx {
             t.state.with(|st| st.av = Some(av.clone()));
         }
@@ -283,6 +329,13 @@ impl<S: Config> EpInner<S> {
     /// Closes: no more arrivals; every outstanding operation completes with `FI_ECANCELED`.
     pub(crate) fn close(self: &Arc<Self>) {
         self.transport.shutdown();
+        self.flush(Error::Canceled, true);
+    }
+
+    /// Completes every operation still outstanding on the endpoint's own contexts
+    /// (posted receives, operations waiting for the target or behind a fence) with
+    /// `err`; `disable` also refuses further posts on them.
+    pub(crate) fn flush(&self, err: Error, disable: bool) {
         let shared_rx = |r: &Arc<RxCtx<S>>| Arc::strong_count(r) > 1;
         for r in &self.rx {
             if shared_rx(r) {
@@ -301,10 +354,12 @@ impl<S: Config> EpInner<S> {
                         .into_iter()
                         .map(|p| (p.ctx, CqFlags::MSG)),
                 );
-                st.enabled = false;
+                if disable {
+                    st.enabled = false;
+                }
                 if let Some(cq) = &st.bind.cq {
                     for (ctx, f) in all {
-                        let mut e = CqErrEntry::new(ctx, Error::Canceled);
+                        let mut e = CqErrEntry::new(ctx, err);
                         e.flags = CqFlags::RECV | f;
                         cq.complete_err(e);
                     }
@@ -316,17 +371,19 @@ impl<S: Config> EpInner<S> {
                 continue;
             }
             t.state.with(|st| {
-                st.enabled = false;
+                if disable {
+                    st.enabled = false;
+                }
                 let pend = st.pending.drain();
                 let fenced: Vec<OwnedTx> = st.fenced.drain(..).collect();
                 if let Some(cq) = &st.bind.cq {
                     for p in pend {
-                        let mut e = CqErrEntry::new(p.ctx, Error::Canceled);
+                        let mut e = CqErrEntry::new(p.ctx, err);
                         e.flags = p.flags;
                         cq.complete_err(e);
                     }
                     for o in fenced {
-                        let mut e = CqErrEntry::new(o.ctx, Error::Canceled);
+                        let mut e = CqErrEntry::new(o.ctx, err);
                         e.flags = o.completion_flags();
                         cq.complete_err(e);
                     }

@@ -209,6 +209,7 @@ impl<S: Config> EpInner<S> {
                 data: req,
                 err: Error::Io,
                 prov_errno: e.code(),
+                err_data: Vec::new(),
             });
         }
     }
