@@ -144,7 +144,10 @@ mod tests {
         assert_eq!(b.as_bytes().len(), NAME4_LEN);
         // Truncated, extended, wrong family, port 0, unspecified address.
         assert_eq!(Name::decode(&b.as_bytes()[..15]), Err(Error::Inval));
-        assert_eq!(Name::decode(&[b.as_bytes(), &[0]].concat()), Err(Error::Inval));
+        assert_eq!(
+            Name::decode(&[b.as_bytes(), &[0]].concat()),
+            Err(Error::Inval)
+        );
         assert_eq!(Name::decode(&[]), Err(Error::Inval));
         let mut bad = b.as_bytes().to_vec();
         bad[0..2].copy_from_slice(&7u16.to_ne_bytes());

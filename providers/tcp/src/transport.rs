@@ -653,38 +653,19 @@ impl TcpRx {
         n
     }
 
-    /// Takes up announced requests; one for a connection already broken is answered
-    /// with an error at once.
     #[cold]
     fn take_records(&mut self) {
-        let Some(q) = self.track.take() else { return };
-        while let Ok(r) = q.try_recv() {
-            self.sh.queued.fetch_sub(1, Ordering::AcqRel);
-            if !self.outs.contains_key(&r.link) {
-                self.adopt();
-            }
-            match self.outs.get(&r.link) {
-                Some(_) => {
-                    self.tracked.insert((r.tx_idx, r.req), (r.link, r.op));
-                }
-                None => self.failed.push_back((
-                    failure(r.op, r.tx_idx, r.req),
-                    // The connection is gone: the source is not known any more; the
-                    // core matches responses by request id.
-                    self.sh.me.raw(),
-                )),
-            }
-        }
-        self.track = Some(q);
+        take_records(
+            &self.sh,
+            &mut self.track,
+            &mut self.tracked,
+            &mut self.outs,
+            &mut self.failed,
+        );
     }
 
-    #[cold]
     fn adopt(&mut self) {
-        let mut f = self.sh.fresh();
-        for l in f.drain(..) {
-            self.outs.insert(l.id, l);
-        }
-        self.sh.nfresh.store(0, Ordering::Release);
+        adopt(&self.sh, &mut self.outs);
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
@@ -874,9 +855,24 @@ impl TcpRx {
                 let payload = &l.buf[l.lo + HDR_LEN..l.lo + HDR_LEN + plen];
                 if frame::is_response(hdr.op) {
                     let key = (hdr.tx_idx, hdr.req);
-                    let asked = self.tracked.get(&key).is_some_and(|&(link, op)| {
-                        op as u8 == hdr.op
-                            && self.outs.get(&link).is_some_and(|o| o.peer.designates(&peer))
+                    if !self.tracked.contains_key(&key)
+                        && self.sh.queued.load(Ordering::Acquire) != 0
+                    {
+                        // Announced after this poll took the queue up, answered since.
+                        take_records(
+                            &self.sh,
+                            &mut self.track,
+                            &mut self.tracked,
+                            &mut self.outs,
+                            &mut self.failed,
+                        );
+                    }
+                    // The op is not compared: a base atomic is answered by an `Ack` or
+                    // an `AtomicResp` as the target sees fit; the core checks the rest.
+                    let asked = self.tracked.get(&key).is_some_and(|&(link, _)| {
+                        self.outs
+                            .get(&link)
+                            .is_some_and(|o| o.peer.designates(&peer))
                     });
                     // A response nobody here asked that peer for is dropped.
                     if asked {
@@ -946,4 +942,41 @@ fn failure(op: Op, tx_idx: u16, req: u64) -> Header {
         status: Error::HostUnreach.code() as u32,
         ..Header::default()
     }
+}
+
+/// Takes up announced requests; one for a connection already broken is answered with
+/// an error at once. (A free function: `serve` calls it while it holds a connection.)
+#[cold]
+fn take_records(
+    sh: &Shared,
+    track: &mut Option<Receiver<Rec>>,
+    tracked: &mut HashMap<(u16, u64), (u64, Op)>,
+    outs: &mut HashMap<u64, Arc<Link>>,
+    failed: &mut VecDeque<(Header, Raw)>,
+) {
+    let Some(q) = track.as_ref() else { return };
+    while let Ok(r) = q.try_recv() {
+        sh.queued.fetch_sub(1, Ordering::AcqRel);
+        if !outs.contains_key(&r.link) {
+            adopt(sh, outs);
+        }
+        match outs.get(&r.link) {
+            Some(_) => {
+                tracked.insert((r.tx_idx, r.req), (r.link, r.op));
+            }
+            // The connection broke before the request was taken up. Its source is
+            // not known any more; the core matches responses by request id.
+            None => failed.push_back((failure(r.op, r.tx_idx, r.req), sh.me.raw())),
+        }
+    }
+}
+
+/// Takes over the outgoing connections the sender opened since the last call.
+#[cold]
+fn adopt(sh: &Shared, outs: &mut HashMap<u64, Arc<Link>>) {
+    let mut f = sh.fresh();
+    for l in f.drain(..) {
+        outs.insert(l.id, l);
+    }
+    sh.nfresh.store(0, Ordering::Release);
 }
