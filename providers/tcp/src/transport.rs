@@ -141,11 +141,14 @@ impl Shared {
     }
 }
 
+/// The two ends of the announce queue, until the sender and the receiver take them.
+type Queue = (Option<SyncSender<Rec>>, Option<Receiver<Rec>>);
+
 /// The transport of one tcp endpoint.
 pub struct TcpEp {
     sh: Arc<Shared>,
     raw: Raw,
-    queue: Mutex<(Option<SyncSender<Rec>>, Option<Receiver<Rec>>)>,
+    queue: Mutex<Queue>,
     watcher: Option<JoinHandle<()>>,
 }
 
@@ -295,7 +298,7 @@ impl TcpEp {
         })
     }
 
-    fn queue(&self) -> MutexGuard<'_, (Option<SyncSender<Rec>>, Option<Receiver<Rec>>)> {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
