@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use fabric::prelude::*;
 use fabric_loopback::Loopback;
 use fabric_shm::Shm;
+use fabric_tcp::Tcp;
 
 /// `fi_pingpong`'s (and `fabtests`') default control port.
 pub const DEFAULT_CTRL_PORT: u16 = 47592;
@@ -123,6 +124,8 @@ pub enum Prov {
     Shm,
     /// In-process delivery only.
     Loopback,
+    /// TCP sockets, between hosts (`FABRIC_TCP_IFACE` chooses the interface).
+    Tcp,
 }
 
 impl Prov {
@@ -131,6 +134,7 @@ impl Prov {
         match s.to_ascii_lowercase().as_str() {
             "shm" => Ok(Prov::Shm),
             "loopback" => Ok(Prov::Loopback),
+            "tcp" => Ok(Prov::Tcp),
             _ => Err(Failure::call("fi_getinfo", Error::NoData)),
         }
     }
@@ -140,19 +144,20 @@ impl Prov {
         match self {
             Prov::Shm => Shm::NAME,
             Prov::Loopback => Loopback::NAME,
+            Prov::Tcp => Tcp::NAME,
         }
     }
 
     /// Whether the two sides can be two processes.
     pub fn crosses_processes(self) -> bool {
-        self == Prov::Shm
+        matches!(self, Prov::Shm | Prov::Tcp)
     }
 }
 
 /// The command-line options every tool shares: provider and roles.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct PeerArgs {
-    /// provider: shm|loopback
+    /// provider: shm|loopback|tcp
     #[arg(short = 'p', value_name = "provider", default_value = "shm")]
     pub provider: String,
     /// source control port: run as server listening there (0: any free port)
@@ -911,6 +916,21 @@ impl ToolProvider for Loopback {
     }
 }
 
+impl ToolProvider for Tcp {
+    fn direct_target<'a>(
+        _domain: &Domain<Stack<Tcp>>,
+        _seg: &'a mut Option<fabric_shm::MappedSegment>,
+        _len: usize,
+        _attr: &MrAttr,
+    ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<Tcp>>>> {
+        Ok(None)
+    }
+
+    fn attach(_name: &[u8], _key: u64) -> Res<Option<fabric_shm::RemoteKey>> {
+        Ok(None)
+    }
+}
+
 /// Runs `tool` as `setup` says; the client's results go to `report`. `child_args` are
 /// the arguments a [`Role::Pair`] run gives its server child (the tool's own
 /// arguments; the server options are appended).
@@ -923,6 +943,7 @@ pub fn run<T: Tool>(
     match setup.prov {
         Prov::Shm => run_on::<T, Shm>(tool, setup, child_args, report),
         Prov::Loopback => run_on::<T, Loopback>(tool, setup, child_args, report),
+        Prov::Tcp => run_on::<T, Tcp>(tool, setup, child_args, report),
     }
 }
 

@@ -1,0 +1,191 @@
+//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) endpoints between hosts.
+//!
+//! An endpoint listens on one TCP socket; its name ([`name`]) is the socket address
+//! peers connect to, laid out as a C `sockaddr_in` or `sockaddr_in6`, with a nonce
+//! that tells this endpoint from a later one on the same port. The first packet to a
+//! peer opens a connection; each direction of a pair has its own (see
+//! [`transport`] for the protocol, flow control, and what happens when a peer dies).
+//! Matching, RMA and atomics against the MR table, completions and counters are the
+//! core's, so everything the conformance suite covers works as on the other
+//! providers. Nothing from the network is trusted: a connection must open with a
+//! hello (magic, version, the names of both endpoints) before anything else is read
+//! from it, every frame header is checked (op, length at most [`MAX_MSG_SIZE`]), and
+//! a connection whose bytes fail a check is closed without disturbing the others.
+//!
+//! **Interface.** `FABRIC_TCP_IFACE` chooses where endpoints listen (and so the
+//! address their names carry): an interface name (`eth0`: its first IPv4 address, or
+//! its first IPv6 one if it has none) or an address (`192.0.2.7`, `fd00::2`). Unset,
+//! endpoints listen on `127.0.0.1`: a provider cannot know which of a host's networks
+//! its peers share, and a wrong guess would hand out names that reach nobody (or the
+//! wrong host), so jobs across hosts name the interface. A value that names no local
+//! interface or address makes `getinfo` and endpoint open fail with
+//! `FI_EADDRNOTAVAIL`, with a message on stderr.
+//!
+//! **Progress.** Manual progress reads the sockets without blocking (one `epoll_wait`
+//! with a zero timeout per poll); auto progress is the core's progress thread doing
+//! the same. Blocking waits (`fi_cq_sread`, counter waits, an `FI_WAIT_FD` CQ after
+//! `fi_trywait`) really wake when bytes arrive: see `wake`.
+//!
+//! **Liveness.** A peer process that dies closes its sockets: its connections end,
+//! every request waiting for it completes with `FI_EHOSTUNREACH` at the next poll and
+//! later sends to it fail with `FI_EHOSTUNREACH`. A peer host that vanishes is
+//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s.
+//!
+//! Not supported yet: MSG endpoints, idle-connection reaping, receiving a large
+//! message straight into the posted buffer (it is staged once, within a bounded
+//! budget), `FI_SOURCE` with a chosen port.
+//!
+//! ```
+//! use fabric::prelude::*;
+//! use fabric_tcp::Tcp;
+//! let infos = getinfo::<Stack<Tcp>>(None).unwrap();
+//! assert!(infos.iter().all(|i| i.fabric_attr.prov_name == "tcp"));
+//! ```
+#![deny(unsafe_code)]
+
+mod frame;
+pub mod name;
+pub mod transport;
+mod wake;
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fabric::attr::{AddrFormat, EpType};
+use fabric::flags::Caps;
+use fabric::{Error, Info, Provider, Result};
+
+pub use frame::{HELLO_LEN, MAGIC, VERSION};
+pub use name::{Name, NAME_LEN};
+pub use transport::{TcpEp, TcpPeer, TcpRx, TcpTx, RX_BUF, STAGE_BUDGET};
+
+/// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
+pub type InjectSize = fabric::typenum::U4096;
+/// Largest `inject` payload.
+pub const INJECT_SIZE: usize = <InjectSize as fabric::typenum::Unsigned>::USIZE;
+/// Largest message.
+pub const MAX_MSG_SIZE: usize = 64 << 20;
+/// The environment variable that chooses the interface.
+pub const IFACE_ENV: &str = "FABRIC_TCP_IFACE";
+
+/// The tcp provider marker.
+pub enum Tcp {}
+
+/// A nonce for a new endpoint: never 0 (which means "any"), and different from every
+/// earlier one of this process and, with overwhelming probability, of any other.
+fn fresh_nonce() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.finish().max(1)
+}
+
+/// The address endpoints listen on: from [`IFACE_ENV`], or `127.0.0.1`.
+pub fn local_addr() -> Result<IpAddr> {
+    let Ok(v) = std::env::var(IFACE_ENV) else {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    };
+    iface_addr(v.trim()).inspect_err(|_| {
+        eprintln!("fabric-tcp: {IFACE_ENV}={v:?} names no interface or address of this host")
+    })
+}
+
+fn iface_addr(v: &str) -> Result<IpAddr> {
+    let ifs = if_addrs::get_if_addrs().map_err(|_| Error::AddrNotAvail)?;
+    if let Ok(ip) = v.parse::<IpAddr>() {
+        return ifs
+            .iter()
+            .any(|i| i.ip() == ip)
+            .then_some(ip)
+            .ok_or(Error::AddrNotAvail);
+    }
+    let mine: Vec<IpAddr> = ifs.iter().filter(|i| i.name == v).map(|i| i.ip()).collect();
+    mine.iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| {
+            mine.iter()
+                .find(|a| matches!(a, IpAddr::V6(v6) if !v6.is_unicast_link_local()))
+        })
+        .copied()
+        .ok_or(Error::AddrNotAvail)
+}
+
+fn candidate(ep_type: EpType, ip: IpAddr) -> Info {
+    let mut i = fabric::info::core_candidate(
+        "tcp",
+        Tcp::VERSION,
+        ep_type,
+        INJECT_SIZE,
+        MAX_MSG_SIZE,
+        1 << 12,
+    );
+    i.addr_format = if ip.is_ipv4() {
+        AddrFormat::SockaddrIn
+    } else {
+        AddrFormat::SockaddrIn6
+    };
+    // Peers may be on other hosts.
+    i.caps |= Caps::REMOTE_COMM;
+    i.tx_attr.caps |= Caps::REMOTE_COMM;
+    i.rx_attr.caps |= Caps::REMOTE_COMM;
+    i.domain_attr.caps |= Caps::REMOTE_COMM;
+    i
+}
+
+impl Provider for Tcp {
+    const NAME: &'static str = "tcp";
+    const VERSION: u32 = 1 << 16;
+    type InjectSize = InjectSize;
+    const MAX_MSG_SIZE: usize = MAX_MSG_SIZE;
+
+    type Peer = TcpPeer;
+    type Transport = TcpEp;
+
+    fn candidates() -> Vec<Info> {
+        match local_addr() {
+            Ok(ip) => vec![candidate(EpType::Rdm, ip)],
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn open(_info: &Info) -> Result<TcpEp> {
+        TcpEp::open(SocketAddr::new(local_addr()?, 0))
+    }
+
+    fn resolve(name: &[u8]) -> Result<TcpPeer> {
+        let n = Name::decode(name)?;
+        Ok(TcpPeer {
+            name: n,
+            raw: n.raw(),
+        })
+    }
+
+    fn name_from_svc(node: &str, service: &str) -> Result<Vec<u8>> {
+        let port: u16 = service.trim().parse().map_err(|_| Error::Inval)?;
+        if port == 0 {
+            return Err(Error::Inval);
+        }
+        let addr = if node.is_empty() {
+            SocketAddr::new(local_addr()?, port)
+        } else {
+            let all: Vec<SocketAddr> = (node, port)
+                .to_socket_addrs()
+                .map_err(|_| Error::AddrNotAvail)?
+                .collect();
+            *all.iter()
+                .find(|a| a.is_ipv4())
+                .or(all.first())
+                .ok_or(Error::AddrNotAvail)?
+        };
+        Ok(Name { addr, nonce: 0 }.raw().as_bytes().to_vec())
+    }
+
+    fn straddr(name: &[u8]) -> String {
+        match Name::decode(name) {
+            Ok(n) => n.to_url(),
+            Err(_) => format!("fi_sockaddr://invalid({} bytes)", name.len()),
+        }
+    }
+}
