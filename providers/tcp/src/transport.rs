@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use fabric::provider::wire::{Header, Op};
 use fabric::provider::{Absent, HeldBack, RemoteWake, Sink};
 use fabric::waitobj::Waiter;
-use fabric::{Error, NoPull, Payload, Result, Transport};
+use fabric::{Error, NoPull, Payload, Result, SharedBytes, Transport};
 use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::net::{
@@ -439,6 +439,7 @@ impl Transport for TcpEp {
     type Direct = Absent;
     type HeldBack = TcpEp;
     type RemoteWake = TcpEp;
+    type Cm = Absent;
 
     fn name(&self) -> &[u8] {
         self.raw.as_bytes()
@@ -673,7 +674,11 @@ impl TcpRx {
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
         while let Some((hdr, src)) = self.failed.front() {
-            if !sink.packet(hdr, src.as_bytes(), Payload::Inline(&[])) {
+            if !sink.packet(
+                hdr,
+                src.as_bytes(),
+                Payload::Inline(SharedBytes::from(&[][..])),
+            ) {
                 return false;
             }
             self.failed.pop_front();
@@ -879,14 +884,22 @@ impl TcpRx {
                     });
                     // A response nobody here asked that peer for is dropped.
                     if asked {
-                        if !sink.packet(&hdr, raw.as_bytes(), Payload::Inline(payload)) {
+                        if !sink.packet(
+                            &hdr,
+                            raw.as_bytes(),
+                            Payload::Inline(SharedBytes::from(payload)),
+                        ) {
                             return Served::Refused;
                         }
                         self.tracked.remove(&key);
                         *n += 1;
                     }
                 } else {
-                    if !sink.packet(&hdr, raw.as_bytes(), Payload::Inline(payload)) {
+                    if !sink.packet(
+                        &hdr,
+                        raw.as_bytes(),
+                        Payload::Inline(SharedBytes::from(payload)),
+                    ) {
                         return Served::Refused;
                     }
                     *n += 1;
