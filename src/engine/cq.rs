@@ -375,16 +375,19 @@ impl<S: Config> CqInner<S> {
     /// the ring. Entries keep their order: once one is queued, later ones queue too.
     #[inline(always)]
     pub(crate) fn complete_to(&self, c: &Completion, rd: Option<&mut Reader<'_, S>>) {
-        let Some(rd) = rd.filter(|rd| std::ptr::eq(rd.cq, self) && rd.n < rd.room) else {
+        let Some(rd) = rd.filter(|rd| std::ptr::eq(rd.cq, self) && rd.n < rd.out.len()) else {
             return self.complete(c);
         };
         let direct = self.state.with(|st| {
             if !st.ring.is_empty() || st.ring.has_err() || st.overrun {
                 return false;
             }
-            rd.out[rd.n] = <S::Cq as CqFormat>::make(c);
-            if let Some(src) = rd.src.as_deref_mut() {
-                src[rd.n] = c.src;
+            let Some(slot) = rd.out.get_mut(rd.n) else {
+                return false;
+            };
+            *slot = <S::Cq as CqFormat>::make(c);
+            if let Some(src) = rd.src.as_deref_mut().and_then(|s| s.get_mut(rd.n)) {
+                *src = c.src;
             }
             rd.n += 1;
             true
@@ -480,8 +483,6 @@ pub(crate) struct Reader<'r, S: Config> {
     cq: *const CqInner<S>,
     out: &'r mut [Entry<S>],
     src: Option<&'r mut [FiAddr]>,
-    /// Entries `out` (and `src`) can take.
-    room: usize,
     /// Entries filled so far.
     n: usize,
 }
@@ -494,14 +495,16 @@ impl<'r, S: Config> Reader<'r, S> {
         out: &'r mut [Entry<S>],
         src: Option<&'r mut [FiAddr]>,
     ) -> Self {
-        let room = src.as_ref().map_or(out.len(), |s| s.len().min(out.len()));
-        Reader {
-            cq,
-            out,
-            src,
-            room,
-            n: 0,
-        }
+        // Both cut to the entries they can both take, so one length bounds every
+        // index (and the compiler sees it). A plain read has nothing to cut.
+        let (out, src) = match src {
+            None => (out, None),
+            Some(s) => {
+                let room = s.len().min(out.len());
+                (&mut out[..room], Some(&mut s[..room]))
+            }
+        };
+        Reader { cq, out, src, n: 0 }
     }
 
     /// Entries filled so far.
@@ -513,7 +516,7 @@ impl<'r, S: Config> Reader<'r, S> {
     /// Whether the caller's entries are all filled.
     #[inline(always)]
     pub(crate) fn full(&self) -> bool {
-        self.n >= self.room
+        self.n >= self.out.len()
     }
 }
 

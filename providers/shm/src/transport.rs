@@ -13,7 +13,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,14 +88,33 @@ pub(crate) struct EpShared {
     /// Requests we sent that wait for a response: the peer they went to and the
     /// response op, so a dead peer's share can be failed.
     track: Track,
-    /// Set while some channel of the sender has spilled responses.
-    spilled: AtomicBool,
-    /// Set by the receiver's housekeeping every [`SWEEP_EVERY`]th round: the sender's
-    /// next flush lets go of the channels of peers that are gone.
-    sweep: AtomicBool,
+    /// [`SPILLED`] and [`SWEEP`]: what the sender's next flush has to do. One word, so
+    /// progress asks whether there is anything with one load.
+    backlog: AtomicU8,
 }
 
+/// [`EpShared::backlog`]: set while some channel of the sender has spilled responses.
+const SPILLED: u8 = 1;
+/// [`EpShared::backlog`]: set by the receiver's housekeeping every [`SWEEP_EVERY`]th
+/// round; the sender's next flush lets go of the channels of peers that are gone.
+const SWEEP: u8 = 2;
+
 impl EpShared {
+    /// Whether some channel of the sender has spilled responses.
+    #[inline(always)]
+    fn spilled(&self) -> bool {
+        self.backlog.load(Ordering::Relaxed) & SPILLED != 0
+    }
+
+    /// Records whether spilled responses are left. Rare (a full peer ring), so an
+    /// atomic read-modify-write: the receiver may be setting [`SWEEP`] meanwhile.
+    fn set_spilled(&self, left: bool) {
+        if left {
+            self.backlog.fetch_or(SPILLED, Ordering::Relaxed);
+        } else {
+            self.backlog.fetch_and(!SPILLED, Ordering::Relaxed);
+        }
+    }
     /// The endpoint's own region.
     #[inline]
     pub(crate) fn region(&self) -> &Region {
@@ -130,8 +149,7 @@ impl ShmEp {
                 local,
                 tuning,
                 track: Track::default(),
-                spilled: AtomicBool::new(false),
-                sweep: AtomicBool::new(false),
+                backlog: AtomicU8::new(0),
             }),
         })
     }
@@ -304,7 +322,7 @@ impl ShmEp {
             }
             Err(Error::Again) => {
                 tx.chans[i].spill.push_back((*hdr, payload.concat()));
-                self.shared.spilled.store(true, Ordering::Relaxed);
+                self.shared.set_spilled(true);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -331,7 +349,7 @@ impl ShmEp {
             || m.len > sh.tuning.inline_max.min(cell::COMPACT_MAX)
             || to.known_dead()
             || to.region.closed()
-            || sh.spilled.load(Ordering::Relaxed)
+            || sh.spilled()
         {
             return self.send(tx, to, &m.header(), payload);
         }
@@ -365,14 +383,14 @@ impl ShmEp {
             }
             return Err(Error::HostUnreach);
         }
-        if self.shared.spilled.load(Ordering::Relaxed) {
+        if self.shared.spilled() {
             tx.flush_spills();
         }
         let i = match tx.channel(to) {
             Ok(i) => i,
             Err(Error::Again) if is_response(hdr.op) => {
                 tx.orphans.push_back((to.clone(), *hdr, payload.concat()));
-                self.shared.spilled.store(true, Ordering::Relaxed);
+                self.shared.set_spilled(true);
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -426,7 +444,7 @@ impl ShmEp {
         if !cell::atomic_ok(hdr, len)
             || to.known_dead()
             || to.region.closed()
-            || self.shared.spilled.load(Ordering::Relaxed)
+            || self.shared.spilled()
         {
             return false;
         }
@@ -610,7 +628,7 @@ impl ShmTx {
             }
             left |= !self.chans[i].spill.is_empty();
         }
-        self.shared.spilled.store(left, Ordering::Relaxed);
+        self.shared.set_spilled(left);
     }
 
     /// Writes one packet of `len` payload bytes into channel `i`: in the ring when it
@@ -1088,7 +1106,7 @@ impl Transport for ShmEp {
             && m.len <= tx.small_max
             && !to.known_dead()
             && !to.region.closed()
-            && !self.shared.spilled.load(Ordering::Relaxed)
+            && !self.shared.spilled()
         {
             // No spill queue holds anything while `spilled` is clear (every push sets
             // it, and flushing clears it only with all queues empty), so the channel's
@@ -1131,7 +1149,7 @@ impl Transport for ShmEp {
             tx.forget(i);
             return Err(Error::HostUnreach);
         }
-        if self.shared.spilled.load(Ordering::Relaxed) {
+        if self.shared.spilled() {
             tx.flush_spills();
         }
         tx.last = i;
@@ -1157,7 +1175,7 @@ impl Transport for ShmEp {
             if len <= sh.tuning.inline_max.min(cell::COMPACT_MAX)
                 && !ch.peer.known_dead()
                 && !ch.peer.region.closed()
-                && !sh.spilled.load(Ordering::Relaxed)
+                && !sh.spilled()
             {
                 let need = cell::cells_for(cell::RESP_BODY + len) as u64;
                 // The request bound is stricter than a response's: what passes fits.
@@ -1392,14 +1410,14 @@ impl Transport for ShmEp {
 impl HeldBack<ShmEp> for ShmEp {
     #[inline]
     fn pending(t: &ShmEp) -> bool {
-        t.shared.spilled.load(Ordering::Relaxed) || t.shared.sweep.load(Ordering::Relaxed)
+        t.shared.backlog.load(Ordering::Relaxed) != 0
     }
 
     fn flush(t: &ShmEp, tx: &mut ShmTx) {
-        if t.shared.sweep.swap(false, Ordering::Relaxed) {
+        if t.shared.backlog.fetch_and(!SWEEP, Ordering::Relaxed) & SWEEP != 0 {
             tx.let_go_of_departed();
         }
-        if t.shared.spilled.load(Ordering::Relaxed) {
+        if t.shared.spilled() {
             tx.flush_spills();
         }
     }
@@ -1569,7 +1587,7 @@ impl ShmRx {
         self.last_check = now;
         self.rounds = self.rounds.wrapping_add(1);
         if self.rounds.is_multiple_of(SWEEP_EVERY) {
-            self.shared.sweep.store(true, Ordering::Relaxed);
+            self.shared.backlog.fetch_or(SWEEP, Ordering::Relaxed);
         }
         let r = &self.shared.region;
         let mut freed = false;
