@@ -511,8 +511,10 @@ mod tests {
              version: 1.0\n    type: FI_EP_RDM\n    protocol: FI_PROTO_UNSPEC\n"
         );
         let all = run(&args(&[]), &no_env).unwrap();
-        assert_eq!(all.matches("provider: loopback").count(), 2);
+        // RDM, DGRAM and (connection management) MSG.
+        assert_eq!(all.matches("provider: loopback").count(), 3);
         assert!(all.contains("type: FI_EP_DGRAM"));
+        assert!(all.contains("type: FI_EP_MSG"));
     }
 
     #[test]
