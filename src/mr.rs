@@ -5,7 +5,7 @@
 //! be freed or touched behind the provider's back while peers may access it. While it is
 //! registered, local access goes through [`MemoryRegion::read`] / [`MemoryRegion::write`],
 //! which serialize with remote accesses through the domain's MR table.
-#![allow(unsafe_code)] // only through `mem`, whose contracts each use states
+#![allow(unsafe_code)] // only the raw copies of `read` and `write`
 
 use core::marker::PhantomData;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use crate::engine::shared::Shared;
 use crate::error::{Error, Result};
 use crate::flags::{BindFlags, MrAccess, MrMode};
 use crate::lock::Lock;
-use crate::mem;
+use crate::bytes::copy_bytes;
 use crate::types::MrKey;
 
 /// A local descriptor (`fi_mr_desc`), passed with buffers in `FI_MR_LOCAL` domains.
@@ -152,21 +152,25 @@ impl<'a, S: Config> MemoryRegion<'a, S> {
     /// serialized with remote accesses.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.pieces(offset, out.len(), |addr, range| {
+            let dst = &mut out[range];
             // SAFETY: `pieces` hands out ranges of a live registration whose memory this
-            // object borrows for 'a, under the table lock, so no remote access runs
-            // concurrently.
-            let src = unsafe { mem::region(addr, range.len()) };
-            out[range].copy_from_slice(src);
+            // object borrows for 'a, under the table lock (remote accesses through the
+            // engine take it too). Peers in other processes may still write a published
+            // segment through their direct path meanwhile, so the memory is read through
+            // a raw pointer, never as a reference; `dst` is ours and cannot overlap it.
+            unsafe { copy_bytes(addr as *const u8, dst.as_mut_ptr(), dst.len()) };
         })
     }
 
     /// Copies bytes into the region at `offset`, serialized with remote accesses.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.pieces(offset, data.len(), |addr, range| {
-            // SAFETY: as in `read`; the borrow held by this object makes the range
-            // exclusively ours apart from remote accesses, which take the same lock.
-            let dst = unsafe { mem::region_mut(addr, range.len()) };
-            dst.copy_from_slice(&data[range]);
+            let src = &data[range];
+            // SAFETY: as in `read`: a live registration's range, written through a raw
+            // pointer because peers may access a published segment at the same time;
+            // `src` is the caller's and cannot overlap registered memory this object
+            // borrows mutably.
+            unsafe { copy_bytes(src.as_ptr(), addr as *mut u8, src.len()) };
         })
     }
 

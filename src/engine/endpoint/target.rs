@@ -63,7 +63,9 @@ impl<S: Config> EpInner<S> {
                 for c in chunks {
                     // SAFETY: `check` proved the chunk lies in a live registration with
                     // remote-write access; the table lock is held, so the registration
-                    // cannot end and local accessors (which take it) cannot race.
+                    // cannot end and local accessors (which take it) cannot race. Not
+                    // covered: a segment shm published, which peers' direct path may
+                    // write meanwhile (the view should become a raw copy: DESIGN.md).
                     let dst = unsafe { mem::region_mut(c.addr, c.len) };
                     payload.copy_to(off, dst).map_err(|_| Error::Io)?;
                     off = off.checked_add(c.len).ok_or(Error::Io)?;
@@ -131,7 +133,8 @@ impl<S: Config> EpInner<S> {
                     return Err(Error::Fault);
                 }
                 // SAFETY: checked range of a live registration with remote-read access,
-                // read under the table lock (see `on_write`).
+                // read under the table lock (see `on_write`, and its one case not
+                // covered).
                 parts[n] = unsafe { mem::region(c.addr, c.len) };
                 n += 1;
             }
