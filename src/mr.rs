@@ -11,6 +11,7 @@ use core::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::attr::MrAttr;
+use crate::bytes::copy_bytes;
 use crate::cntr::Counter;
 use crate::config::Config;
 use crate::endpoint::Endpoint;
@@ -19,7 +20,6 @@ use crate::engine::shared::Shared;
 use crate::error::{Error, Result};
 use crate::flags::{BindFlags, MrAccess, MrMode};
 use crate::lock::Lock;
-use crate::bytes::copy_bytes;
 use crate::types::MrKey;
 
 /// A local descriptor (`fi_mr_desc`), passed with buffers in `FI_MR_LOCAL` domains.
