@@ -1,0 +1,455 @@
+//! The tcp provider between two hosts: two network namespaces joined by a veth pair
+//! (`tests/netns/hosts.sh`), a server process in one and a client in the other (this test
+//! binary re-run as a child inside each with `ip netns exec`, `child_entry`), each
+//! listening on its namespace's address through `FABRIC_TCP_IFACE`. Tagged messages
+//! both ways and an RMA write and read across the veth pair, data checked at both ends;
+//! then the server is SIGKILLed while the client has operations waiting on it, which
+//! must all complete in error within [`DEATH_BOUND`].
+//!
+//! Needs root and iproute2 (CI runs as root; `.ci/run` installs iproute2). Without them
+//! the test fails, unless `FABRIC_TEST_ALLOW_SKIP=1` says that a run without hosts is
+//! acceptable here.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use fabric::prelude::*;
+use fabric_tcp::{Tcp, IFACE_ENV};
+
+type Net = Stack<Tcp>;
+
+/// How long any wait here lasts before the test fails.
+const DEADLINE: Duration = Duration::from_secs(15);
+/// The bound within which the client's requests waiting on the killed server complete
+/// in error, counted from the client learning of the kill.
+const DEATH_BOUND: Duration = Duration::from_secs(2);
+/// Environment variable that makes `child_entry` act: `server` or `client`.
+const CHILD_ENV: &str = "FABRIC_NETNS_CHILD";
+/// The server's endpoint name in hex, for the client.
+const SERVER_ENV: &str = "FABRIC_NETNS_SERVER";
+/// The server's region's remote address and key, for the client.
+const REGION_ENV: &str = "FABRIC_NETNS_REGION";
+/// Prefix of the lines children report on stdout (libtest prints around them).
+const MARK: &str = "NETNS ";
+/// The two hosts' addresses (`hosts.sh`).
+const ADDRS: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
+/// Size of the server's registered region.
+const REGION: usize = 256 << 10;
+/// Tagged messages each way.
+const MESSAGES: u64 = 24;
+/// Requests the client leaves waiting on the server before it is killed.
+const PENDING: usize = 8;
+
+// ---------------------------------------------------------------------------------
+// Both children
+// ---------------------------------------------------------------------------------
+
+struct Node {
+    ep: Endpoint<Net>,
+    av: AddressVector<Net>,
+    cq: Cq<Net>,
+    domain: Domain<Net>,
+    _fabric: Fabric<Net>,
+}
+
+fn node() -> Node {
+    let hints = Hints::new()
+        .caps(Caps::TAGGED | Caps::RMA)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
+    let fabric = Fabric::<Net>::open(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
+    let av = domain.av(&AvAttr::DEFAULT).unwrap();
+    let ep = domain.endpoint(&info).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    Node {
+        ep,
+        av,
+        cq,
+        domain,
+        _fabric: fabric,
+    }
+}
+
+/// One completion or error entry of `n`.
+fn next(n: &Node) -> std::result::Result<CqTaggedEntry, Error> {
+    let start = Instant::now();
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        match n.cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
+            Ok(_) | Err(Error::Again) => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no completion within {DEADLINE:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Drives `n` for `d`.
+fn spin(n: &Node, d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        let _ = n.cq.read(&mut []);
+        std::thread::yield_now();
+    }
+}
+
+/// Sends and waits for the send's completion, retrying while the provider pushes back.
+fn send(n: &Node, buf: &[u8], to: FiAddr, tag: u64) {
+    let start = Instant::now();
+    loop {
+        match n.ep.tsend(buf, to, tag, Context(tag as usize)) {
+            Ok(()) => break,
+            Err(Error::Again) => {
+                spin(n, Duration::ZERO);
+                assert!(start.elapsed() < DEADLINE, "send refused for {DEADLINE:?}");
+            }
+            Err(e) => panic!("tsend: {e}"),
+        }
+    }
+    done(n, tag as usize);
+}
+
+/// Waits for the successful completion of the request with context `ctx`.
+#[track_caller]
+fn done(n: &Node, ctx: usize) {
+    assert_eq!(next(n).unwrap().op_context, Context(ctx));
+}
+
+/// Receives the message tagged `tag` into `buf`; returns its length.
+fn recv(n: &Node, buf: &mut [u8], tag: u64) -> usize {
+    // SAFETY: `buf` outlives the receive, read only after its completion below.
+    unsafe { n.ep.trecv(buf, FiAddr::UNSPEC, tag, 0, Context(tag as usize)) }.unwrap();
+    let e = next(n).unwrap();
+    assert_eq!(e.tag, tag);
+    e.len
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
+        .collect()
+}
+
+/// Length of tagged message `i`: from one byte to past the inject size, up to 512 KiB.
+fn msg_len(i: u64) -> usize {
+    (1usize << (i % 20)) + i as usize
+}
+
+/// Reports a line to the parent.
+fn report(what: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{MARK}{what}").unwrap();
+    out.flush().unwrap();
+}
+
+/// A child process on one host: `server` or `client` (from [`CHILD_ENV`]).
+#[test]
+#[ignore = "run by `tagged_rma_and_sigkill_across_a_veth_pair` inside a namespace"]
+fn child_entry() {
+    match std::env::var(CHILD_ENV).as_deref() {
+        Ok("server") => server(),
+        Ok("client") => client(),
+        _ => {}
+    }
+}
+
+/// Echoes the client's tagged messages, exposes a region for its RMA, checks what it
+/// wrote and writes a new pattern for it to read, then stops progressing until killed.
+fn server() {
+    let mut region = vec![0u8; REGION];
+    let n = node();
+    let attr = MrAttr {
+        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        offset: 0,
+        requested_key: 0x77,
+        context: 0,
+    };
+    let mr = n.domain.mr_reg(&mut region, &attr).unwrap();
+    report(format_args!("NAME {}", hex(&n.ep.name())));
+    report(format_args!("REGION {}:{}", mr.remote_addr(), mr.key()));
+
+    let mut buf = vec![0u8; 1 << 20];
+    let len = recv(&n, &mut buf, 1);
+    let client = n.av.insert(&buf[..len]).unwrap();
+    for i in 0..MESSAGES {
+        let len = recv(&n, &mut buf, 100 + i);
+        assert_eq!(len, msg_len(i));
+        assert!(buf[..len] == pattern(len, i)[..], "message {i} differs");
+        send(&n, &pattern(len, 1000 + i), client, 200 + i);
+    }
+    // The client wrote the whole region and says so: check it, then refill it.
+    recv(&n, &mut buf, 3);
+    let mut seen = vec![0u8; REGION];
+    mr.read(0, &mut seen).unwrap();
+    assert!(seen == pattern(REGION, 5), "the client's RMA write differs");
+    mr.write(0, &pattern(REGION, 6)).unwrap();
+    send(&n, b"refilled", client, 4);
+    // Reads of the region need this process's progress: wait until the client is done.
+    recv(&n, &mut buf, 5);
+    // Its operations from now on wait on this process, which no longer progresses.
+    report(format_args!("ASLEEP {}", std::process::id()));
+    std::thread::sleep(Duration::from_secs(60));
+    panic!("not killed within a minute");
+}
+
+/// The server's peer: tagged messages, RMA write and read, then requests left waiting
+/// on the server until it is killed (notice on stdin), which must fail them in time.
+fn client() {
+    // Buffers that pending reads may write outlive the endpoint.
+    let mut got = vec![0u8; REGION];
+    let mut late = vec![vec![0u8; 4096]; PENDING];
+    let n = node();
+    let server = n
+        .av
+        .insert(&unhex(&std::env::var(SERVER_ENV).unwrap()))
+        .unwrap();
+    let region = std::env::var(REGION_ENV).unwrap();
+    let (base, key) = region.split_once(':').unwrap();
+    let (base, key): (u64, u64) = (base.parse().unwrap(), key.parse().unwrap());
+
+    send(&n, &n.ep.name(), server, 1);
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..MESSAGES {
+        send(&n, &pattern(msg_len(i), i), server, 100 + i);
+        let len = recv(&n, &mut buf, 200 + i);
+        assert_eq!(len, msg_len(i));
+        assert!(buf[..len] == pattern(len, 1000 + i)[..], "echo {i} differs");
+    }
+
+    // RMA write of the whole region, read back, then the server's own pattern.
+    let mine = pattern(REGION, 5);
+    n.ep.write(&mine, server, base, key, Context(10)).unwrap();
+    done(&n, 10);
+    // SAFETY: `got` outlives the read, looked at only after its completion.
+    unsafe { n.ep.read(&mut got, server, base, key, Context(11)) }.unwrap();
+    done(&n, 11);
+    assert!(got == mine, "RMA read after write differs");
+    send(&n, b"written", server, 3);
+    recv(&n, &mut buf, 4);
+    // SAFETY: as above.
+    unsafe { n.ep.read(&mut got, server, base, key, Context(12)) }.unwrap();
+    done(&n, 12);
+    assert!(got == pattern(REGION, 6), "RMA read of the server's data differs");
+    send(&n, b"read", server, 5);
+    report(format_args!("VERIFIED"));
+
+    // Acknowledged sends and reads, which wait for the sleeping server.
+    for (i, b) in late.iter_mut().enumerate() {
+        let iov = [&b"are you there"[..]];
+        let m = TaggedMsg {
+            iov: &iov,
+            addr: server,
+            tag: 7,
+            context: Context(1000 + i),
+            data: 0,
+        };
+        n.ep.tsendmsg(&m, OpFlags::DELIVERY_COMPLETE).unwrap();
+        // SAFETY: `late` outlives the endpoint, and is not looked at again.
+        unsafe { n.ep.read(b, server, base, key, Context(2000 + i)) }.unwrap();
+    }
+    spin(&n, Duration::from_millis(100));
+    let mut e = [CqTaggedEntry::default(); 1];
+    assert!(
+        matches!(n.cq.read(&mut e), Err(Error::Again)),
+        "a request on the sleeping server completed"
+    );
+    report(format_args!("PENDING"));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "KILLED");
+    let killed = Instant::now();
+    for _ in 0..2 * PENDING {
+        assert_eq!(next(&n), Err(Error::HostUnreach));
+    }
+    let took = killed.elapsed();
+    assert!(took < DEATH_BOUND, "pending requests failed after {took:?}");
+    assert_eq!(
+        n.ep.tsend(b"x", server, 7, Context(1)),
+        Err(Error::HostUnreach)
+    );
+    report(format_args!("FAILED_IN_US {}", took.as_micros()));
+}
+
+// ---------------------------------------------------------------------------------
+// The parent
+// ---------------------------------------------------------------------------------
+
+/// The two namespaces, and the children running in them: on drop (a panic included)
+/// the children are killed and the namespaces deleted.
+struct Hosts {
+    names: Vec<String>,
+    children: Vec<Child>,
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/netns/hosts.sh")
+}
+
+impl Hosts {
+    /// The hosts, or `None` when the machine cannot make them and skipping is allowed.
+    fn up() -> Option<Hosts> {
+        let out = Command::new("bash").arg(script()).arg("up").output().unwrap();
+        let why = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(77) {
+            let allowed = std::env::var("FABRIC_TEST_ALLOW_SKIP").as_deref() == Ok("1");
+            assert!(
+                allowed,
+                "cannot make test hosts ({}); run as root with iproute2, or set \
+                 FABRIC_TEST_ALLOW_SKIP=1 to accept not running this test",
+                why.trim()
+            );
+            eprintln!("SKIPPED (FABRIC_TEST_ALLOW_SKIP=1): {}", why.trim());
+            return None;
+        }
+        assert!(out.status.success(), "hosts.sh up failed: {why}");
+        let names: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(names.len(), 2, "hosts.sh up printed {names:?}");
+        Some(Hosts {
+            names,
+            children: Vec::new(),
+        })
+    }
+
+    /// Starts this binary's `child_entry` as `role` on host `h`, listening on its
+    /// address; returns the child's index, its stdin and its reported lines.
+    fn spawn(
+        &mut self,
+        h: usize,
+        role: &str,
+        env: &[(&str, String)],
+    ) -> (usize, ChildStdin, Receiver<String>) {
+        let exe = std::env::current_exe().unwrap();
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.names[h]])
+            .arg(exe)
+            .args(["--ignored", "--exact", "child_entry", "--nocapture"])
+            .env(CHILD_ENV, role)
+            .env(IFACE_ENV, ADDRS[h])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        let role = role.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(at) = line.find(MARK) {
+                    eprintln!("{role}: {}", &line[at + MARK.len()..]);
+                    if tx.send(line[at + MARK.len()..].to_owned()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        self.children.push(child);
+        (self.children.len() - 1, stdin, rx)
+    }
+
+    /// Waits for child `i` to exit; returns whether it succeeded.
+    fn wait(&mut self, i: usize) -> bool {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.children[i].try_wait().unwrap() {
+                return s.success();
+            }
+            assert!(start.elapsed() < DEADLINE, "child {i} did not exit");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let ok = Command::new("bash")
+            .arg(script())
+            .arg("down")
+            .args(&self.names)
+            .status()
+            .is_ok_and(|s| s.success());
+        // Not an assert: a panic while unwinding from another would abort.
+        if !ok {
+            eprintln!("hosts.sh down {:?} failed", self.names);
+        }
+    }
+}
+
+/// The next line child `role` reports, which must start with `what`; returns the rest.
+fn expect(rx: &Receiver<String>, role: &str, what: &str) -> String {
+    let line = rx
+        .recv_timeout(DEADLINE)
+        .unwrap_or_else(|e| panic!("{role} did not report {what}: {e}"));
+    line.strip_prefix(what)
+        .unwrap_or_else(|| panic!("{role} reported {line:?}, not {what}"))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn tagged_rma_and_sigkill_across_a_veth_pair() {
+    let Some(mut hosts) = Hosts::up() else {
+        return;
+    };
+    let start = Instant::now();
+    let (srv, _srv_in, srv_out) = hosts.spawn(0, "server", &[]);
+    let name = expect(&srv_out, "server", "NAME");
+    assert!(
+        fabric_tcp::Name::decode(&unhex(&name)).unwrap().addr.ip().to_string() == ADDRS[0],
+        "the server does not listen on its namespace's address"
+    );
+    let region = expect(&srv_out, "server", "REGION");
+    let (cli, mut cli_in, cli_out) = hosts.spawn(
+        1,
+        "client",
+        &[(SERVER_ENV, name), (REGION_ENV, region)],
+    );
+    expect(&cli_out, "client", "VERIFIED");
+    let pid: u32 = expect(&srv_out, "server", "ASLEEP").parse().unwrap();
+    // `ip netns exec` execs the command, so the child is the server itself.
+    assert_eq!(pid, hosts.children[srv].id());
+    expect(&cli_out, "client", "PENDING");
+    hosts.children[srv].kill().unwrap();
+    hosts.children[srv].wait().unwrap();
+    writeln!(cli_in, "KILLED").unwrap();
+    let us: u128 = expect(&cli_out, "client", "FAILED_IN_US").parse().unwrap();
+    assert!(hosts.wait(cli), "the client failed");
+    eprintln!(
+        "pending requests failed {us} us after the kill notice; whole run {:?}",
+        start.elapsed()
+    );
+}
