@@ -131,7 +131,10 @@ fn done(n: &Node, ctx: usize) {
 /// Receives the message tagged `tag` into `buf`; returns its length.
 fn recv(n: &Node, buf: &mut [u8], tag: u64) -> usize {
     // SAFETY: `buf` outlives the receive, read only after its completion below.
-    unsafe { n.ep.trecv(buf, FiAddr::UNSPEC, tag, 0, Context(tag as usize)) }.unwrap();
+    unsafe {
+        n.ep.trecv(buf, FiAddr::UNSPEC, tag, 0, Context(tag as usize))
+    }
+    .unwrap();
     let e = next(n).unwrap();
     assert_eq!(e.tag, tag);
     e.len
@@ -222,10 +225,9 @@ fn client() {
     let mut got = vec![0u8; REGION];
     let mut late = vec![vec![0u8; 4096]; PENDING];
     let n = node();
-    let server = n
-        .av
-        .insert(&unhex(&std::env::var(SERVER_ENV).unwrap()))
-        .unwrap();
+    let server =
+        n.av.insert(&unhex(&std::env::var(SERVER_ENV).unwrap()))
+            .unwrap();
     let region = std::env::var(REGION_ENV).unwrap();
     let (base, key) = region.split_once(':').unwrap();
     let (base, key): (u64, u64) = (base.parse().unwrap(), key.parse().unwrap());
@@ -252,7 +254,10 @@ fn client() {
     // SAFETY: as above.
     unsafe { n.ep.read(&mut got, server, base, key, Context(12)) }.unwrap();
     done(&n, 12);
-    assert!(got == pattern(REGION, 6), "RMA read of the server's data differs");
+    assert!(
+        got == pattern(REGION, 6),
+        "RMA read of the server's data differs"
+    );
     send(&n, b"read", server, 5);
     report(format_args!("VERIFIED"));
 
@@ -311,7 +316,11 @@ fn script() -> PathBuf {
 impl Hosts {
     /// The hosts, or `None` when the machine cannot make them and skipping is allowed.
     fn up() -> Option<Hosts> {
-        let out = Command::new("bash").arg(script()).arg("up").output().unwrap();
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("up")
+            .output()
+            .unwrap();
         let why = String::from_utf8_lossy(&out.stderr);
         if out.status.code() == Some(77) {
             let allowed = std::env::var("FABRIC_TEST_ALLOW_SKIP").as_deref() == Ok("1");
@@ -429,15 +438,17 @@ fn tagged_rma_and_sigkill_across_a_veth_pair() {
     let (srv, _srv_in, srv_out) = hosts.spawn(0, "server", &[]);
     let name = expect(&srv_out, "server", "NAME");
     assert!(
-        fabric_tcp::Name::decode(&unhex(&name)).unwrap().addr.ip().to_string() == ADDRS[0],
+        fabric_tcp::Name::decode(&unhex(&name))
+            .unwrap()
+            .addr
+            .ip()
+            .to_string()
+            == ADDRS[0],
         "the server does not listen on its namespace's address"
     );
     let region = expect(&srv_out, "server", "REGION");
-    let (cli, mut cli_in, cli_out) = hosts.spawn(
-        1,
-        "client",
-        &[(SERVER_ENV, name), (REGION_ENV, region)],
-    );
+    let (cli, mut cli_in, cli_out) =
+        hosts.spawn(1, "client", &[(SERVER_ENV, name), (REGION_ENV, region)]);
     expect(&cli_out, "client", "VERIFIED");
     let pid: u32 = expect(&srv_out, "server", "ASLEEP").parse().unwrap();
     // `ip netns exec` execs the command, so the child is the server itself.

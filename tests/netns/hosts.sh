@@ -18,7 +18,7 @@ missing() {
 }
 
 need() {
-    [[ $(id -u) == 0 ]] || missing "needs root (network namespaces and veth pairs)"
+    [[ $EUID == 0 ]] || missing "needs root (network namespaces and veth pairs)"
     command -v ip >/dev/null || missing "needs iproute2 ('ip'): apt-get install -y iproute2"
     ip netns list >/dev/null 2>&1 || missing "'ip netns' does not work here"
 }
