@@ -8,107 +8,15 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
-use fabric_tcp::{Name, Tcp, HELLO_LEN, MAGIC, VERSION};
+use fabric_tcp::{Name, HELLO_LEN, MAGIC, VERSION};
 
-type Net = Stack<Tcp>;
+mod tcp_common;
+use tcp_common::{hex, next, node, pattern, post_send as send, spin, unhex, Node, DEADLINE};
 
-/// How long any wait here lasts before the test fails.
-const DEADLINE: Duration = Duration::from_secs(20);
 /// The bound within which requests waiting on a killed peer must complete in error.
 const DEATH_BOUND: Duration = Duration::from_secs(2);
 /// Environment variable that makes `child_entry` act, with the parent's name in hex.
 const CHILD_ENV: &str = "FABRIC_TCP_TEST_CHILD";
-
-struct Node {
-    ep: Endpoint<Net>,
-    av: AddressVector<Net>,
-    cq: Cq<Net>,
-    _domain: Domain<Net>,
-    _fabric: Fabric<Net>,
-}
-
-fn node() -> Node {
-    let hints = Hints::new().caps(Caps::TAGGED).ep_type(EpType::Rdm);
-    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Net>::open(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
-    let av = domain.av(&AvAttr::DEFAULT).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    Node {
-        ep,
-        av,
-        cq,
-        _domain: domain,
-        _fabric: fabric,
-    }
-}
-
-/// One completion or error entry of `n`, driving the progress of `others` too.
-fn next(n: &Node, others: &[&Node]) -> std::result::Result<CqTaggedEntry, Error> {
-    let start = Instant::now();
-    let mut e = [CqTaggedEntry::default(); 1];
-    loop {
-        match n.cq.read(&mut e) {
-            Ok(1) => return Ok(e[0]),
-            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
-            Ok(_) | Err(Error::Again) => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        for o in others {
-            let _ = o.cq.read(&mut []);
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
-        std::thread::yield_now();
-    }
-}
-
-/// Drives `n` for `d`.
-fn spin(n: &Node, d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        let _ = n.cq.read(&mut []);
-        std::thread::yield_now();
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
-        .collect()
-}
-
-/// Sends, retrying while the provider pushes back.
-fn send(n: &Node, buf: &[u8], to: FiAddr, tag: u64) {
-    let start = Instant::now();
-    loop {
-        match n.ep.tsend(buf, to, tag, Context(tag as usize)) {
-            Ok(()) => return,
-            Err(Error::Again) => {
-                spin(n, Duration::ZERO);
-                assert!(start.elapsed() < DEADLINE, "send refused for {DEADLINE:?}");
-            }
-            Err(e) => panic!("tsend: {e}"),
-        }
-    }
-}
 
 /// The child: greets the parent with its name and 64 messages of growing sizes (up to
 /// 4 MiB), then, if asked, answers nothing (sleeps) until it is killed.

@@ -17,12 +17,11 @@ use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
-use fabric_tcp::{Tcp, IFACE_ENV};
+use fabric_tcp::IFACE_ENV;
 
-type Net = Stack<Tcp>;
+mod tcp_common;
+use tcp_common::{hex, node, pattern, post_send, spin, unhex, Node, DEADLINE};
 
-/// How long any wait here lasts before the test fails.
-const DEADLINE: Duration = Duration::from_secs(15);
 /// The bound within which the client's requests waiting on the killed server complete
 /// in error, counted from the client learning of the kill.
 const DEATH_BOUND: Duration = Duration::from_secs(2);
@@ -47,79 +46,15 @@ const PENDING: usize = 8;
 // Both children
 // ---------------------------------------------------------------------------------
 
-struct Node {
-    ep: Endpoint<Net>,
-    av: AddressVector<Net>,
-    cq: Cq<Net>,
-    domain: Domain<Net>,
-    _fabric: Fabric<Net>,
-}
-
-fn node() -> Node {
-    let hints = Hints::new()
-        .caps(Caps::TAGGED | Caps::RMA)
-        .ep_type(EpType::Rdm);
-    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Net>::open(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
-    let av = domain.av(&AvAttr::DEFAULT).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    Node {
-        ep,
-        av,
-        cq,
-        domain,
-        _fabric: fabric,
-    }
+/// Sends and waits for the send's completion, retrying while the provider pushes back.
+fn send(n: &Node, buf: &[u8], to: FiAddr, tag: u64) {
+    post_send(n, buf, to, tag);
+    done(n, tag as usize);
 }
 
 /// One completion or error entry of `n`.
-fn next(n: &Node) -> std::result::Result<CqTaggedEntry, Error> {
-    let start = Instant::now();
-    let mut e = [CqTaggedEntry::default(); 1];
-    loop {
-        match n.cq.read(&mut e) {
-            Ok(1) => return Ok(e[0]),
-            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
-            Ok(_) | Err(Error::Again) => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
-        std::thread::yield_now();
-    }
-}
-
-/// Drives `n` for `d`.
-fn spin(n: &Node, d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        let _ = n.cq.read(&mut []);
-        std::thread::yield_now();
-    }
-}
-
-/// Sends and waits for the send's completion, retrying while the provider pushes back.
-fn send(n: &Node, buf: &[u8], to: FiAddr, tag: u64) {
-    let start = Instant::now();
-    loop {
-        match n.ep.tsend(buf, to, tag, Context(tag as usize)) {
-            Ok(()) => break,
-            Err(Error::Again) => {
-                spin(n, Duration::ZERO);
-                assert!(start.elapsed() < DEADLINE, "send refused for {DEADLINE:?}");
-            }
-            Err(e) => panic!("tsend: {e}"),
-        }
-    }
-    done(n, tag as usize);
+fn next(n: &Node) -> Result<CqTaggedEntry> {
+    tcp_common::next(n, &[])
 }
 
 /// Waits for the successful completion of the request with context `ctx`.
@@ -138,22 +73,6 @@ fn recv(n: &Node, buf: &mut [u8], tag: u64) -> usize {
     let e = next(n).unwrap();
     assert_eq!(e.tag, tag);
     e.len
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
-        .collect()
 }
 
 /// Length of tagged message `i`: from one byte to past the inject size, up to 512 KiB.

@@ -1,0 +1,108 @@
+//! What the tcp tests share: one RDM endpoint with its CQ and AV, waits with a
+//! deadline, and the hex and pattern helpers children use to exchange names and data.
+#![allow(dead_code)] // each test binary uses its own part of it
+
+use std::time::{Duration, Instant};
+
+use fabric::prelude::*;
+use fabric_tcp::Tcp;
+
+/// The stack under test.
+pub type Net = Stack<Tcp>;
+
+/// How long any wait here lasts before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// One enabled RDM endpoint (tagged and RMA) with its CQ and AV.
+pub struct Node {
+    pub ep: Endpoint<Net>,
+    pub av: AddressVector<Net>,
+    pub cq: Cq<Net>,
+    pub domain: Domain<Net>,
+    _fabric: Fabric<Net>,
+}
+
+pub fn node() -> Node {
+    let hints = Hints::new()
+        .caps(Caps::TAGGED | Caps::RMA)
+        .ep_type(EpType::Rdm);
+    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
+    let fabric = Fabric::<Net>::open(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
+    let av = domain.av(&AvAttr::DEFAULT).unwrap();
+    let ep = domain.endpoint(&info).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    Node {
+        ep,
+        av,
+        cq,
+        domain,
+        _fabric: fabric,
+    }
+}
+
+/// One completion or error entry of `n`, driving the progress of `others` too.
+pub fn next(n: &Node, others: &[&Node]) -> Result<CqTaggedEntry> {
+    let start = Instant::now();
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        match n.cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
+            Ok(_) | Err(Error::Again) => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        for o in others {
+            let _ = o.cq.read(&mut []);
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no completion within {DEADLINE:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Drives `n` for `d`.
+pub fn spin(n: &Node, d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        let _ = n.cq.read(&mut []);
+        std::thread::yield_now();
+    }
+}
+
+/// Posts a tagged send (context = tag), retrying while the provider pushes back.
+pub fn post_send(n: &Node, buf: &[u8], to: FiAddr, tag: u64) {
+    let start = Instant::now();
+    loop {
+        match n.ep.tsend(buf, to, tag, Context(tag as usize)) {
+            Ok(()) => return,
+            Err(Error::Again) => {
+                spin(n, Duration::ZERO);
+                assert!(start.elapsed() < DEADLINE, "send refused for {DEADLINE:?}");
+            }
+            Err(e) => panic!("tsend: {e}"),
+        }
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
+        .collect()
+}
