@@ -801,54 +801,56 @@ impl PeerLifeline {
 /// Copies `dst.len()` bytes from address `addr` of process `pid` (cross-memory attach).
 /// `Err(Access)` when the kernel refuses us that process, `Err(Io)` otherwise.
 pub fn cma_read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<()> {
-    if cma_denied(pid) {
-        return Err(Error::Access);
-    }
-    let mut done = 0usize;
-    while done < dst.len() {
-        let local = libc::iovec {
-            iov_base: dst[done..].as_mut_ptr().cast(),
-            iov_len: dst.len() - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
-            iov_len: dst.len() - done,
-        };
-        // SAFETY: `local` describes memory we own exclusively (`dst`); the kernel checks
-        // the remote range against the peer's address space and fails with EFAULT.
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            return Err(cma_error());
-        }
-        if n == 0 {
-            return Err(Error::Io);
-        }
-        done += n as usize;
-    }
-    Ok(())
+    let (ptr, len) = (dst.as_mut_ptr(), dst.len());
+    cma_copy(pid, addr, ptr, len, |local, remote| {
+        // SAFETY: `local` describes memory we own exclusively (`dst`, borrowed mutably
+        // for the call); the kernel checks the remote range against the peer's address
+        // space and fails with EFAULT.
+        unsafe { libc::process_vm_readv(pid as libc::pid_t, local, 1, remote, 1, 0) }
+    })
 }
 
 /// Copies `src` to address `addr` of process `pid` (cross-memory attach).
 /// `Err(Access)` when the kernel refuses us that process, `Err(Io)` otherwise.
 pub fn cma_write(pid: u32, addr: u64, src: &[u8]) -> Result<()> {
+    cma_copy(
+        pid,
+        addr,
+        src.as_ptr().cast_mut(),
+        src.len(),
+        |local, remote| {
+            // SAFETY: `local` describes memory we only read (`src`, borrowed for the call);
+            // the kernel checks the remote range against the peer's address space and
+            // fails with EFAULT. Which of the peer's bytes are written is the peer's choice
+            // (it named the range).
+            unsafe { libc::process_vm_writev(pid as libc::pid_t, local, 1, remote, 1, 0) }
+        },
+    )
+}
+
+/// The loop of [`cma_read`] and [`cma_write`]: `call` moves what it can of the `len`
+/// bytes between `local` (from `base`) and the peer's `addr`, until all have moved.
+fn cma_copy(
+    pid: u32,
+    addr: u64,
+    base: *mut u8,
+    len: usize,
+    mut call: impl FnMut(&libc::iovec, &libc::iovec) -> isize,
+) -> Result<()> {
     if cma_denied(pid) {
         return Err(Error::Access);
     }
     let mut done = 0usize;
-    while done < src.len() {
+    while done < len {
         let local = libc::iovec {
-            iov_base: src[done..].as_ptr() as *mut libc::c_void,
-            iov_len: src.len() - done,
+            iov_base: base.wrapping_add(done).cast(),
+            iov_len: len - done,
         };
         let remote = libc::iovec {
             iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
-            iov_len: src.len() - done,
+            iov_len: len - done,
         };
-        // SAFETY: `local` describes memory we only read (`src`, borrowed for the call);
-        // the kernel checks the remote range against the peer's address space and
-        // fails with EFAULT. Which of the peer's bytes are written is the peer's choice
-        // (it named the range).
-        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        let n = call(&local, &remote);
         if n < 0 {
             return Err(cma_error());
         }
