@@ -13,6 +13,7 @@ use crate::endpoint::{Endpoint, PassiveEndpoint, ScalableEndpoint, SharedRx, Sha
 use crate::engine::{DomainInner, FabricInner};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
+use crate::flags::InfoFlags;
 use crate::info::{self, Hints, Info};
 use crate::limits::MAX_ATOMIC_SIZE;
 use crate::mr::MemoryRegion;
@@ -41,6 +42,48 @@ pub fn getinfo<S: Config>(hints: Option<&Hints>) -> Result<Vec<Info>> {
         })
         .collect();
     info::filter(&cands, hints)
+}
+
+/// `fi_getinfo` with `node`, `service` and `flags`: [`getinfo`], with the address the
+/// provider makes of node and service ([`Provider::name_from_svc`]) in each entry.
+///
+/// As in libfabric: with [`InfoFlags::SOURCE`], or a service without a node, they name
+/// the local address, which goes to `src_addr` (an endpoint opened with the entry binds
+/// there; [`Provider::source_from_svc`]); otherwise they name a peer, which goes to
+/// `dest_addr` (where [`Endpoint::connect`](crate::Endpoint::connect) may send). With
+/// neither, this is [`getinfo`]. Errors are the provider's: `AddrNotAvail` for a node
+/// it cannot resolve, `Inval` for a malformed service, `NoSys` for a provider whose
+/// addresses do not come from nodes and services.
+///
+/// ```
+/// use fabric::{getinfo_node, DefaultStack, flags::InfoFlags};
+/// type Net = DefaultStack<fabric_loopback::Loopback>;
+/// let infos = getinfo_node::<Net>(None, Some("7"), InfoFlags::SOURCE, None).unwrap();
+/// assert_eq!(infos[0].src_addr.as_deref(), Some(&7u64.to_le_bytes()[..]));
+/// ```
+pub fn getinfo_node<S: Config>(
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: InfoFlags,
+    hints: Option<&Hints>,
+) -> Result<Vec<Info>> {
+    let mut infos = getinfo::<S>(hints)?;
+    if node.is_none() && service.is_none() {
+        return Ok(infos);
+    }
+    let (n, svc) = (node.unwrap_or(""), service.unwrap_or(""));
+    if flags.contains(InfoFlags::SOURCE) || node.is_none() {
+        let src = S::Provider::source_from_svc(n, svc)?;
+        for i in &mut infos {
+            i.src_addr = Some(src.clone());
+        }
+    } else {
+        let dest = S::Provider::name_from_svc(n, svc)?;
+        for i in &mut infos {
+            i.dest_addr = Some(dest.clone());
+        }
+    }
+    Ok(infos)
 }
 
 /// A fabric (`fi_fabric`): the provider's network, parent of domains.

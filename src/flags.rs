@@ -83,6 +83,15 @@ impl Caps {
 }
 
 bitflags! {
+    /// Flags of `fi_getinfo` ([`getinfo_node`](crate::domain::getinfo_node)).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct InfoFlags: u64 {
+        /// `FI_SOURCE`: node and service name the local (source) address, not a peer.
+        const SOURCE = 1 << 57;
+    }
+}
+
+bitflags! {
     /// Mode bits (`FI_CONTEXT`, `FI_RX_CQ_DATA`, ...): requirements the application accepts.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct Mode: u64 {

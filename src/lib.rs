@@ -132,7 +132,7 @@ pub use cq_format::{
     Completion, CqContext, CqData, CqDataEntry, CqEntry, CqFormat, CqMsg, CqMsgEntry, CqTagged,
     CqTaggedEntry,
 };
-pub use domain::{getinfo, Domain, Fabric};
+pub use domain::{getinfo, getinfo_node, Domain, Fabric};
 pub use endpoint::{
     AtomicMsg, Endpoint, EpOpt, EpOptName, Msg, MsgMut, PassiveEndpoint, RmaIov, RmaMsg, RmaMsgMut,
     RxContext, ScalableEndpoint, SharedRx, SharedTx, TaggedMsg, TaggedMsgMut, TxContext,

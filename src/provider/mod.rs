@@ -53,6 +53,13 @@ pub trait Provider: Sized + Send + Sync + 'static {
     fn resolve(name: &[u8]) -> Result<Self::Peer>;
     /// The raw address of `node`/`service` (`fi_av_insertsvc`).
     fn name_from_svc(node: &str, service: &str) -> Result<Vec<u8>>;
+    /// The raw source address of `node`/`service` (`fi_getinfo` with `FI_SOURCE`, or a
+    /// service without a node): what an endpoint opened with it as `src_addr` binds to.
+    /// Unlike a peer's name it may leave parts to the provider (an empty or `"0"`
+    /// service: any port). The default is [`name_from_svc`](Self::name_from_svc).
+    fn source_from_svc(node: &str, service: &str) -> Result<Vec<u8>> {
+        Self::name_from_svc(node, service)
+    }
     /// A printable form of a raw address (`fi_av_straddr`).
     fn straddr(name: &[u8]) -> String;
 }

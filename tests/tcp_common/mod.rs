@@ -27,22 +27,26 @@ pub fn node() -> Node {
         .caps(Caps::TAGGED | Caps::RMA)
         .ep_type(EpType::Rdm);
     let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Net>::open(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
-    let av = domain.av(&AvAttr::DEFAULT).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    Node {
+    node_from(&info).unwrap()
+}
+
+/// A node opened from `info`.
+pub fn node_from(info: &Info) -> Result<Node> {
+    let fabric = Fabric::<Net>::open(info)?;
+    let domain = fabric.domain(info)?;
+    let cq = domain.cq(&CqAttr::DEFAULT)?;
+    let av = domain.av(&AvAttr::DEFAULT)?;
+    let ep = domain.endpoint(info)?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+    ep.bind_av(&av)?;
+    ep.enable()?;
+    Ok(Node {
         ep,
         av,
         cq,
         domain,
         _fabric: fabric,
-    }
+    })
 }
 
 /// One completion or error entry of `n`, driving the progress of `others` too.

@@ -31,9 +31,14 @@
 //! later sends to it fail with `FI_EHOSTUNREACH`. A peer host that vanishes is
 //! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s.
 //!
+//! **Addresses.** `getinfo_node` with a node and service (or `fi_av_insertsvc`) makes
+//! a peer's name (any incarnation listening there); with `InfoFlags::SOURCE`, or a
+//! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
+//! none: any) on an address of this host.
+//!
 //! Not supported yet: MSG endpoints, idle-connection reaping, receiving a large
 //! message straight into the posted buffer (it is staged once, within a bounded
-//! budget), `FI_SOURCE` with a chosen port.
+//! budget).
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -150,8 +155,11 @@ impl Provider for Tcp {
         }
     }
 
-    fn open(_info: &Info) -> Result<TcpEp> {
-        TcpEp::open(SocketAddr::new(local_addr()?, 0))
+    fn open(info: &Info) -> Result<TcpEp> {
+        match &info.src_addr {
+            Some(src) => TcpEp::open(name::decode_source(src)?),
+            None => TcpEp::open(SocketAddr::new(local_addr()?, 0)),
+        }
     }
 
     fn resolve(name: &[u8]) -> Result<TcpPeer> {
@@ -180,6 +188,35 @@ impl Provider for Tcp {
                 .ok_or(Error::AddrNotAvail)?
         };
         Ok(Name { addr, nonce: 0 }.raw().as_bytes().to_vec())
+    }
+
+    fn source_from_svc(node: &str, service: &str) -> Result<Vec<u8>> {
+        let port: u16 = match service.trim() {
+            "" => 0,
+            s => s.parse().map_err(|_| Error::Inval)?,
+        };
+        let ip = if node.is_empty() {
+            local_addr()?
+        } else {
+            match node.parse::<IpAddr>() {
+                Ok(ip) => ip,
+                Err(_) => (node, 0)
+                    .to_socket_addrs()
+                    .map_err(|_| Error::AddrNotAvail)?
+                    .map(|a| a.ip())
+                    .find(|ip| iface_addr(&ip.to_string()).is_ok())
+                    .ok_or(Error::AddrNotAvail)?,
+            }
+        };
+        // Only an address of this host can be bound.
+        iface_addr(&ip.to_string())?;
+        Ok(Name {
+            addr: SocketAddr::new(ip, port),
+            nonce: 0,
+        }
+        .raw()
+        .as_bytes()
+        .to_vec())
     }
 
     fn straddr(name: &[u8]) -> String {

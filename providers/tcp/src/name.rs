@@ -121,6 +121,19 @@ impl Name {
     }
 }
 
+/// The address a `src_addr` asks an endpoint to bind to: one of the two layouts (the
+/// nonce is ignored), port 0 meaning any. `Err(Inval)` for anything else or an
+/// unspecified or multicast address (peers could not reach a name carrying it).
+pub fn decode_source(b: &[u8]) -> Result<SocketAddr> {
+    let mut probe = b.to_vec();
+    // Decode with a placeholder port, since a source may leave the port to the system.
+    let port = u16::from_be_bytes(probe.get(2..4).ok_or(Error::Inval)?.try_into().unwrap());
+    probe[2..4].copy_from_slice(&1u16.to_be_bytes());
+    let mut addr = Name::decode(&probe)?.addr;
+    addr.set_port(port);
+    Ok(addr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +180,18 @@ mod tests {
             nonce: 5
         }));
         assert_eq!(v4.to_url(), "fi_sockaddr_in://10.0.0.1:80#5");
+        // A source may leave the port to the system, never the address.
+        let any_port = Name {
+            addr: "10.0.0.1:0".parse().unwrap(),
+            nonce: 0,
+        };
+        assert_eq!(decode_source(any_port.raw().as_bytes()), Ok(any_port.addr));
+        assert_eq!(decode_source(v4.raw().as_bytes()), Ok(v4.addr));
+        let unspec = Name {
+            addr: "0.0.0.0:0".parse().unwrap(),
+            nonce: 0,
+        };
+        assert_eq!(decode_source(unspec.raw().as_bytes()), Err(Error::Inval));
+        assert_eq!(decode_source(&[2, 0]), Err(Error::Inval));
     }
 }

@@ -241,7 +241,8 @@ fn tune(fd: &OwnedFd) {
 fn errno_to(e: Errno) -> Error {
     match e {
         Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM => Error::NoMem,
-        Errno::ADDRNOTAVAIL | Errno::ADDRINUSE => Error::AddrNotAvail,
+        Errno::ADDRNOTAVAIL => Error::AddrNotAvail,
+        Errno::ADDRINUSE => Error::AddrInUse,
         _ => Error::Io,
     }
 }
