@@ -270,3 +270,175 @@ fn receiver_that_stops_polling_pushes_back_then_everything_arrives() {
         assert!(buf == msg);
     }
 }
+
+/// Environment variable that makes `churn_server_entry` act.
+const CHURN_ENV: &str = "FABRIC_TCP_TEST_CHURN";
+/// Tag of a client's request for the churn server's fd count and resident size.
+const STATS: u64 = u64::MAX - 1;
+/// Clients of `thousand_connections_opened_and_closed_leave_fds_and_memory_flat`.
+const CLIENTS: u64 = 1000;
+/// Clients before the first measurement: whatever the server allocates once is there.
+const WARMUP: u64 = 100;
+/// File descriptors the server may hold at the end beyond the warm-up count.
+const FD_MARGIN: usize = 4;
+/// Resident bytes the server may have grown by between warm-up and the end.
+const RSS_MARGIN: usize = 1 << 20;
+
+/// Open file descriptors and resident bytes of this process.
+fn fds_and_rss() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    (fds, pages * page)
+}
+
+/// The churn server: prints its name, then answers every client's greeting (its name,
+/// tagged with its number) with one message, forgetting the client's address after,
+/// until a greeting tagged `CLIENTS`; a greeting tagged [`STATS`] is answered with its
+/// fd count and resident size instead.
+#[test]
+#[ignore = "run by `thousand_connections_opened_and_closed_leave_fds_and_memory_flat`"]
+fn churn_server_entry() {
+    if std::env::var(CHURN_ENV).is_err() {
+        return;
+    }
+    let n = node();
+    println!("\nCHURN {}", hex(&n.ep.name()));
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: `buf` outlives the receive, read after its completion.
+        unsafe {
+            n.ep.trecv(&mut buf, FiAddr::UNSPEC, 0, u64::MAX, Context(1))
+        }
+        .unwrap();
+        // Clients come one after the other: allow for a slow machine between them.
+        let e = next_within(&n, Duration::from_secs(60)).unwrap();
+        let client = n.av.insert(&buf[..e.len]).unwrap();
+        let reply = if e.tag == STATS {
+            let (fds, rss) = fds_and_rss();
+            format!("{fds} {rss}").into_bytes()
+        } else {
+            e.tag.to_le_bytes().to_vec()
+        };
+        send(&n, &reply, client, e.tag);
+        assert_eq!(next(&n, &[]).unwrap().op_context, Context(e.tag as usize));
+        n.av.remove(&[client]).unwrap();
+        if e.tag == CLIENTS {
+            return;
+        }
+    }
+}
+
+/// [`next`] with another deadline.
+fn next_within(n: &Node, d: Duration) -> Result<CqTaggedEntry> {
+    let start = Instant::now();
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        match n.cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
+            Ok(_) | Err(Error::Again) => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        assert!(start.elapsed() < d, "no completion within {d:?}");
+        std::thread::yield_now();
+    }
+}
+
+/// One client of the churn server: a new endpoint greets it with `tag`, takes the
+/// answer, and closes. Returns the answer.
+fn churn_client(server: &[u8], tag: u64) -> Vec<u8> {
+    let c = node();
+    let to = c.av.insert(server).unwrap();
+    let mut buf = [0u8; 64];
+    // SAFETY: `buf` outlives the receive, read after its completion.
+    unsafe { c.ep.trecv(&mut buf, to, tag, 0, Context(2)) }.unwrap();
+    send(&c, &c.ep.name(), to, tag);
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let e = next(&c, &[]).unwrap();
+        if e.op_context == Context(2) {
+            got = buf[..e.len].to_vec();
+        }
+    }
+    assert!(!got.is_empty(), "client {tag}: no answer");
+    got
+}
+
+/// The server's (fds, rss), asked for after a pause in which it handles what the
+/// clients before left behind (their connections ending).
+fn churn_stats(server: &[u8]) -> (usize, usize) {
+    std::thread::sleep(Duration::from_millis(300));
+    let got = String::from_utf8(churn_client(server, STATS)).unwrap();
+    let (fds, rss) = got.split_once(' ').unwrap();
+    (fds.parse().unwrap(), rss.parse().unwrap())
+}
+
+#[test]
+fn thousand_connections_opened_and_closed_leave_fds_and_memory_flat() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "churn_server_entry", "--nocapture"])
+        .env(CHURN_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let out = child.stdout.take().unwrap();
+    let mut server = Reap(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some(name) = line.strip_prefix("CHURN ") {
+                let _ = tx.send(unhex(name.trim()));
+            }
+        }
+    });
+    let name = rx.recv_timeout(DEADLINE).expect("the churn server's name");
+    let start = Instant::now();
+    let mut warm = (0, 0);
+    for i in 0..CLIENTS {
+        if i == WARMUP {
+            warm = churn_stats(&name);
+        }
+        assert_eq!(churn_client(&name, i), i.to_le_bytes());
+    }
+    let end = churn_stats(&name);
+    eprintln!(
+        "{CLIENTS} connections in {:?}; server after {WARMUP}: {} fds, {} KiB resident; \
+         at the end: {} fds, {} KiB resident",
+        start.elapsed(),
+        warm.0,
+        warm.1 >> 10,
+        end.0,
+        end.1 >> 10
+    );
+    assert!(
+        end.0 <= warm.0 + FD_MARGIN,
+        "server fds grew from {} to {}",
+        warm.0,
+        end.0
+    );
+    assert!(
+        end.1 <= warm.1 + RSS_MARGIN,
+        "server resident size grew from {} to {} bytes",
+        warm.1,
+        end.1
+    );
+    churn_client(&name, CLIENTS);
+    let t = Instant::now();
+    while server.0.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < DEADLINE, "churn server did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(server.0.wait().unwrap().success(), "churn server failed");
+}

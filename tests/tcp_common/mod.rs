@@ -23,13 +23,16 @@ pub struct Node {
 }
 
 pub fn node() -> Node {
-    let hints = Hints::new()
-        .caps(Caps::TAGGED | Caps::RMA)
-        .ep_type(EpType::Rdm);
+    node_with(Caps::TAGGED | Caps::RMA, &CqAttr::DEFAULT)
+}
+
+/// [`node`] with other capabilities or another CQ (a wait object, say).
+pub fn node_with(caps: Caps, cq: &CqAttr) -> Node {
+    let hints = Hints::new().caps(caps).ep_type(EpType::Rdm);
     let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
     let fabric = Fabric::<Net>::open(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
+    let cq = domain.cq(cq).unwrap();
     let av = domain.av(&AvAttr::DEFAULT).unwrap();
     let ep = domain.endpoint(&info).unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
