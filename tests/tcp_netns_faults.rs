@@ -184,7 +184,7 @@ fn down_server() {
     let mut buf = vec![0u8; 64 << 10];
     for i in 0..16u64 {
         let len = recv(&n, &mut buf, 100 + i);
-        send(&n, &buf[..len].to_vec(), client, 200 + i);
+        send(&n, &buf[..len], client, 200 + i);
     }
     // Reads of the region need this process's progress: wait until the client is done.
     recv(&n, &mut buf, 5);
