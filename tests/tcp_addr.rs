@@ -54,7 +54,7 @@ fn source_with_a_chosen_port_binds_there() {
     .unwrap();
     let src = infos[0].src_addr.clone().expect("FI_SOURCE fills src_addr");
     assert!(infos[0].dest_addr.is_none());
-    let b = node_from(&infos[0]).unwrap();
+    let b = node_from(&infos[0], &CqAttr::DEFAULT).unwrap();
     let name = Name::decode(&b.ep.name()).unwrap();
     assert_eq!(name.addr, format!("127.0.0.1:{port}").parse().unwrap());
     assert_eq!(
@@ -64,7 +64,10 @@ fn source_with_a_chosen_port_binds_there() {
     );
 
     // The port is taken now: a second endpoint cannot bind it.
-    assert_eq!(node_from(&infos[0]).err(), Some(Error::AddrInUse));
+    assert_eq!(
+        node_from(&infos[0], &CqAttr::DEFAULT).err(),
+        Some(Error::AddrInUse)
+    );
 
     // A peer reaches it by node and service: getinfo's dest_addr and insertsvc agree.
     let peer = getinfo_node::<Net>(Some("127.0.0.1"), Some(&svc), InfoFlags::empty(), None)
@@ -83,7 +86,7 @@ fn source_with_a_chosen_port_binds_there() {
 fn a_service_alone_is_a_source_and_port_zero_is_any() {
     let infos = getinfo_node::<Net>(None, Some("0"), InfoFlags::empty(), Some(&hints())).unwrap();
     assert!(infos[0].src_addr.is_some() && infos[0].dest_addr.is_none());
-    let n = node_from(&infos[0]).unwrap();
+    let n = node_from(&infos[0], &CqAttr::DEFAULT).unwrap();
     assert_ne!(Name::decode(&n.ep.name()).unwrap().addr.port(), 0);
 }
 
@@ -115,7 +118,7 @@ fn ipv6_and_ipv4_endpoints_talk() {
     let v6 = getinfo_node::<Net>(Some("::1"), None, InfoFlags::SOURCE, Some(&hints()))
         .unwrap()
         .remove(0);
-    let b = node_from(&v6).unwrap();
+    let b = node_from(&v6, &CqAttr::DEFAULT).unwrap();
     let name = b.ep.name();
     assert_eq!(
         name.len(),

@@ -23,18 +23,21 @@ pub struct Node {
 }
 
 pub fn node() -> Node {
-    let hints = Hints::new()
-        .caps(Caps::TAGGED | Caps::RMA)
-        .ep_type(EpType::Rdm);
-    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    node_from(&info).unwrap()
+    node_with(Caps::TAGGED | Caps::RMA, &CqAttr::DEFAULT)
 }
 
-/// A node opened from `info`.
-pub fn node_from(info: &Info) -> Result<Node> {
+/// [`node`] with other capabilities or another CQ (a wait object, say).
+pub fn node_with(caps: Caps, cq: &CqAttr) -> Node {
+    let hints = Hints::new().caps(caps).ep_type(EpType::Rdm);
+    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
+    node_from(&info, cq).unwrap()
+}
+
+/// A node opened from `info`, its CQ with `cq`.
+pub fn node_from(info: &Info, cq: &CqAttr) -> Result<Node> {
     let fabric = Fabric::<Net>::open(info)?;
     let domain = fabric.domain(info)?;
-    let cq = domain.cq(&CqAttr::DEFAULT)?;
+    let cq = domain.cq(cq)?;
     let av = domain.av(&AvAttr::DEFAULT)?;
     let ep = domain.endpoint(info)?;
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;

@@ -37,7 +37,7 @@
 //! sender. A receiver that stops polling thus stops its peers' sends with `FI_EAGAIN`
 //! after at most a socket buffer plus one message per connection.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -89,6 +89,11 @@ const KEEPINTVL: Duration = Duration::from_secs(1);
 const KEEPCNT: u32 = 5;
 /// `TCP_USER_TIMEOUT` (ms): unacknowledged data older than this breaks the connection.
 const USER_TIMEOUT_MS: u32 = 10_000;
+
+/// Departed peers a sender remembers (sends to them fail at once). One forgotten costs
+/// only a connection attempt: its process is gone, so the attempt is refused or meets
+/// another incarnation, whose hello does not match, and the send still fails.
+const GONE_KEEP: usize = 4096;
 
 /// Readiness events taken per poll; more wait for the next one.
 const EVENTS: usize = 32;
@@ -159,6 +164,12 @@ pub struct TcpTx {
     index: HashMap<Raw, usize>,
     last: usize,
     track: Option<SyncSender<Rec>>,
+    /// Peers whose connection broke: sends to them fail. Only the name is kept (the
+    /// connection and its descriptor are released, see [`TcpTx::reap`]), so a process
+    /// that talks to many short-lived peers holds no descriptor per departed one; and
+    /// only the last [`GONE_KEEP`] of them, oldest first out (`gone_order`).
+    gone: HashSet<Raw>,
+    gone_order: VecDeque<Raw>,
 }
 
 struct TxLink {
@@ -328,6 +339,10 @@ impl TcpTx {
         let i = match self.index.get(&to.raw) {
             Some(&i) => i,
             None => {
+                if self.gone.contains(&to.raw) {
+                    return Err(Error::HostUnreach);
+                }
+                self.reap();
                 let l = connect(&self.sh, to)?;
                 self.links.push(l);
                 self.sh.held.fetch_add(1, Ordering::Relaxed);
@@ -337,6 +352,36 @@ impl TcpTx {
         };
         self.last = i;
         Ok(i)
+    }
+
+    /// Drops the connections that broke, remembering their peers in `gone`. Called
+    /// before a connection is opened, so the broken ones do not pile up (each holds a
+    /// descriptor) however many peers come and go; the receiver has failed their
+    /// requests already, or does so when it learns of the break from its own copy.
+    #[cold]
+    fn reap(&mut self) {
+        let mut i = 0;
+        while i < self.links.len() {
+            if !self.links[i].link.dead.load(Ordering::Acquire) {
+                i += 1;
+                continue;
+            }
+            let l = self.links.swap_remove(i);
+            if l.queued() {
+                self.sh.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.index.remove(&l.key);
+            if self.gone.insert(l.key) {
+                self.gone_order.push_back(l.key);
+            }
+            if self.gone_order.len() > GONE_KEEP {
+                let old = self.gone_order.pop_front().expect("over the limit");
+                self.gone.remove(&old);
+            }
+            if let Some(moved) = self.links.get(i) {
+                self.index.insert(moved.key, i);
+            }
+        }
     }
 
     /// Writes out queued bytes of link `i`. Returns whether the queue is empty; a
@@ -453,6 +498,8 @@ impl Transport for TcpEp {
             index: HashMap::new(),
             last: 0,
             track: self.queue().0.clone(),
+            gone: HashSet::new(),
+            gone_order: VecDeque::new(),
         }
     }
 
