@@ -1723,6 +1723,8 @@ fn rma_node<A: Api>() -> (Node<A>, RmaCntrs<A>) {
         cntr_tx,
         cntr_rx,
         info,
+        eq: None,
+        pep: None,
     };
     (n, c)
 }

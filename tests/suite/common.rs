@@ -29,6 +29,16 @@
 //! provider; what is specific to loopback's address format lives in
 //! `tests/conformance_loopback.rs`.
 //!
+//! # RDM or MSG endpoints
+//!
+//! By default the nodes are RDM endpoints paired through their AVs. A crate that also
+//! says `use common::msg_suite as suite_matrix;` at its root (see
+//! [`instantiate`]) runs the suite on connected MSG endpoints instead: [`pair`] connects
+//! the nodes through a passive endpoint and hands out `FI_ADDR_UNSPEC` as their
+//! addresses, for the static stacks only (the run-time layer has no MSG endpoint), and
+//! the tests a suite file lists as `rdm_only` are not run. The loopback instantiations
+//! are `tests/conformance_msg_ep.rs` and `tests/conformance_rma_ep.rs`.
+//!
 //! Test bodies call the objects' methods through the object-safe traits of
 //! `fabric::dynamic::ops` (which the static objects implement by delegating to their
 //! inherent methods, statically dispatched here since the types are known per
@@ -42,8 +52,8 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use fabric::attr::{
-    AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, EpType, MrAttr, ProgressMode, ThreadingLevel,
-    WaitObj,
+    AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, EpType, EqAttr, MrAttr, ProgressMode,
+    ThreadingLevel, WaitObj,
 };
 use fabric::av_type::AvType;
 use fabric::dynamic::prelude::*;
@@ -55,8 +65,8 @@ use fabric::prelude::ConstDefault;
 use fabric::Provider;
 use fabric::{
     getinfo, AddressVector, Completion, Config, Context, Counter, Cq, CqDataEntry, CqEntry,
-    CqFormat, CqMsgEntry, CqTaggedEntry, Domain, Endpoint, Error, Fabric, FiAddr, Hints, Info,
-    MemoryRegion, Progress, WaitSet,
+    CqFormat, CqMsgEntry, CqTaggedEntry, Domain, Endpoint, EqEntry, EqEvent, Error, EventQueue,
+    Fabric, FiAddr, Hints, Info, MemoryRegion, Progress, WaitSet,
 };
 
 use crate::Prov;
@@ -251,6 +261,11 @@ pub trait Api: 'static {
     const AUTO: bool;
     /// The AV type (`Map` or `Table`).
     const AV: AvKind;
+    /// The endpoint type the suite's nodes use: [`RdmEp`] (paired through AVs) or [`MsgEp`]
+    /// (paired by a connection; see [`pair`]).
+    type Kind: EpKind;
+    /// `Self::Kind`'s endpoint type.
+    const EP_TYPE: EpType = <Self::Kind as EpKind>::TYPE;
     /// `fi_getinfo`.
     fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>>;
     /// `fi_fabric`.
@@ -277,10 +292,39 @@ pub trait Api: 'static {
         buf: &'a mut [u8],
         attr: &MrAttr,
     ) -> fabric::Result<Self::Mr<'a>>;
+    /// `fi_passive_ep`, `fi_pep_bind(eq)` and `fi_listen`: the listener's name and the
+    /// passive endpoint, which must stay open while requests to it are answered.
+    fn listen(
+        fabric: &Self::Fabric,
+        info: &Info,
+        eq: &dyn EqOps,
+    ) -> fabric::Result<(Vec<u8>, Box<dyn std::any::Any>)>;
+    /// `fi_connect`.
+    fn connect(ep: &Self::Ep, addr: &[u8], data: &[u8]) -> fabric::Result<()>;
+    /// `fi_accept`.
+    fn accept(ep: &Self::Ep, data: &[u8]) -> fabric::Result<()>;
 }
 
-/// The static API of stack `S`.
-pub struct St<S>(PhantomData<S>);
+/// The endpoint type a static instantiation runs its nodes on: [`RdmEp`] or [`MsgEp`].
+pub trait EpKind: 'static {
+    /// `FI_EP_RDM` or `FI_EP_MSG`.
+    const TYPE: EpType;
+}
+
+/// Reliable datagram endpoints, paired through AVs.
+pub enum RdmEp {}
+impl EpKind for RdmEp {
+    const TYPE: EpType = EpType::Rdm;
+}
+
+/// Connected MSG endpoints, paired by `fi_connect`/`fi_accept`.
+pub enum MsgEp {}
+impl EpKind for MsgEp {
+    const TYPE: EpType = EpType::Msg;
+}
+
+/// The static API of stack `S`, its nodes on endpoints of type `E`.
+pub struct St<S, E = RdmEp>(PhantomData<(S, E)>);
 
 /// The CQ entry type of stack `S`.
 pub type Entry<S> = <<S as Config>::Cq as CqFormat>::Entry;
@@ -306,7 +350,7 @@ impl<S: Conf> TestCq for Cq<S> {
     }
 }
 
-impl<S: Conf> Api for St<S> {
+impl<S: Conf, E: EpKind> Api for St<S, E> {
     type Fabric = Fabric<S>;
     type Domain = Domain<S>;
     type Ep = Endpoint<S>;
@@ -317,6 +361,7 @@ impl<S: Conf> Api for St<S> {
     type Entry = Entry<S>;
     const AUTO: bool = <S::Progress as Progress>::AUTO;
     const AV: AvKind = <S::Av as AvType>::KIND;
+    type Kind = E;
     fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>> {
         getinfo::<S>(Some(hints))
     }
@@ -351,6 +396,26 @@ impl<S: Conf> Api for St<S> {
         attr: &MrAttr,
     ) -> fabric::Result<MemoryRegion<'a, S>> {
         domain.mr_reg(buf, attr)
+    }
+    fn listen(
+        fabric: &Fabric<S>,
+        info: &Info,
+        eq: &dyn EqOps,
+    ) -> fabric::Result<(Vec<u8>, Box<dyn std::any::Any>)> {
+        let eq = eq
+            .as_any()
+            .downcast_ref::<EventQueue<S>>()
+            .ok_or(Error::Inval)?;
+        let pep = fabric.passive_ep(info)?;
+        pep.bind_eq(eq)?;
+        pep.listen()?;
+        Ok((pep.name(), Box::new(pep)))
+    }
+    fn connect(ep: &Endpoint<S>, addr: &[u8], data: &[u8]) -> fabric::Result<()> {
+        ep.connect(addr, data)
+    }
+    fn accept(ep: &Endpoint<S>, data: &[u8]) -> fabric::Result<()> {
+        ep.accept(data)
     }
 }
 
@@ -538,6 +603,7 @@ impl<C: DynCfg> Api for Dy<C> {
         AvKind::Map => AvKind::Map,
         _ => AvKind::Table,
     };
+    type Kind = RdmEp;
     fn getinfo(hints: &Hints) -> fabric::Result<Vec<Info>> {
         let mut h = hints.clone();
         if C::THREADING != ThreadingLevel::Unspec {
@@ -609,6 +675,21 @@ impl<C: DynCfg> Api for Dy<C> {
     ) -> fabric::Result<DynMr<'a>> {
         domain.mr_reg(buf, attr)
     }
+    // The run-time layer has no connection management calls (it offers no MSG
+    // endpoint), so the dyn instantiations run on RDM nodes only.
+    fn listen(
+        _fabric: &DynFabric,
+        _info: &Info,
+        _eq: &dyn EqOps,
+    ) -> fabric::Result<(Vec<u8>, Box<dyn std::any::Any>)> {
+        Err(Error::NotSupported)
+    }
+    fn connect(_ep: &DynEndpoint, _addr: &[u8], _data: &[u8]) -> fabric::Result<()> {
+        Err(Error::NotSupported)
+    }
+    fn accept(_ep: &DynEndpoint, _data: &[u8]) -> fabric::Result<()> {
+        Err(Error::NotSupported)
+    }
 }
 
 macro_rules! dyn_cfg {
@@ -645,7 +726,7 @@ dyn_cfg! {
 // ---------------------------------------------------------------------------------------
 
 /// One endpoint with everything bound: CQ (transmit and receive), a transmit-side and a
-/// receive-side counter, and an AV.
+/// receive-side counter, and an AV (RDM) or an EQ (MSG).
 pub struct Node<A: Api> {
     /// The fabric.
     pub fabric: A::Fabric,
@@ -653,7 +734,8 @@ pub struct Node<A: Api> {
     pub domain: A::Domain,
     /// CQ bound with `TRANSMIT | RECV`, `wait_obj: Unspec` (so `sread` works).
     pub cq: A::Cq,
-    /// The AV bound to `ep`.
+    /// An AV of the domain, bound to `ep` if it is an RDM endpoint (an MSG endpoint
+    /// binds none).
     pub av: A::Av,
     /// The enabled endpoint.
     pub ep: A::Ep,
@@ -663,6 +745,11 @@ pub struct Node<A: Api> {
     pub cntr_rx: A::Cntr,
     /// The info everything was opened with (after the tweak).
     pub info: Info,
+    /// The EQ bound to an MSG endpoint (its connection events); `None` for RDM.
+    pub eq: Option<Box<dyn EqOps>>,
+    /// The passive endpoint an accepting MSG node was reached through, kept open for
+    /// the node's life.
+    pub pep: Option<Box<dyn std::any::Any>>,
 }
 
 /// Capabilities the suites ask for: every primary capability of the core (messages,
@@ -682,24 +769,45 @@ pub const TEST_CAPS: Caps = Caps::MSG
     .union(Caps::NAMED_RX_CTX)
     .union(Caps::SHARED_AV);
 
+/// The capabilities that only make sense with an AV: source addresses, receives
+/// filtered by source, named receive contexts, shared AVs. A connection has one peer
+/// and no AV, so the MSG half of the suite asks for [`TEST_CAPS`] without them.
+pub const AV_CAPS: Caps = Caps::SOURCE
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::NAMED_RX_CTX)
+    .union(Caps::SHARED_AV);
+
 /// The first RDM info `getinfo` returns for `A` with [`TEST_CAPS`] requested.
 pub fn rdm_info<A: Api>() -> Info {
     info_for::<A>(EpType::Rdm)
 }
 
-/// The first info of endpoint type `ep_type` with [`TEST_CAPS`] requested.
-pub fn info_for<A: Api>(ep_type: EpType) -> Info {
-    let hints = Hints::new().caps(TEST_CAPS).ep_type(ep_type);
-    let mut infos = A::getinfo(&hints)
-        .unwrap_or_else(|e| panic!("getinfo({ep_type:?}, {TEST_CAPS:?}) failed: {e}"));
-    assert!(!infos.is_empty(), "getinfo returned an empty list");
-    infos.remove(0)
+/// The first info of endpoint type `A::EP_TYPE` (what the suite's nodes use).
+pub fn suite_info<A: Api>() -> Info {
+    info_for::<A>(A::EP_TYPE)
 }
 
-/// Opens a node on its own fabric and domain from the RDM info, changed by `tweak`
-/// before anything is opened.
+/// The first info of endpoint type `ep_type` with [`TEST_CAPS`] requested (less
+/// [`AV_CAPS`] for MSG).
+pub fn info_for<A: Api>(ep_type: EpType) -> Info {
+    let caps = match ep_type {
+        EpType::Msg => TEST_CAPS.difference(AV_CAPS),
+        _ => TEST_CAPS,
+    };
+    let hints = Hints::new().caps(caps).ep_type(ep_type);
+    let mut infos =
+        A::getinfo(&hints).unwrap_or_else(|e| panic!("getinfo({ep_type:?}, {caps:?}) failed: {e}"));
+    assert!(!infos.is_empty(), "getinfo returned an empty list");
+    let info = infos.remove(0);
+    assert_eq!(info.ep_attr.ep_type, ep_type, "getinfo's endpoint type");
+    info
+}
+
+/// Opens a node on its own fabric and domain from the suite's info
+/// ([`suite_info`]), changed by `tweak` before anything is opened. An MSG node is
+/// enabled but not connected; [`pair`] connects two.
 pub fn node<A: Api>(tweak: impl FnOnce(&mut Info)) -> Node<A> {
-    let mut info = rdm_info::<A>();
+    let mut info = suite_info::<A>();
     tweak(&mut info);
     node_from_info(info)
 }
@@ -718,7 +826,7 @@ pub const NODE_CQ_ATTR: CqAttr = CqAttr {
 
 /// Opens a node in a new domain of an existing `fabric`.
 pub fn node_in_fabric<A: Api>(fabric: A::Fabric, info: Info) -> Node<A> {
-    node_full::<A>(fabric, info, &NODE_CQ_ATTR, BindFlags::empty())
+    node_full::<A>(fabric, info, &NODE_CQ_ATTR, BindFlags::empty(), None)
 }
 
 /// As [`node`], with the CQ opened with `cq_attr` and bound with
@@ -728,17 +836,20 @@ pub fn node_with<A: Api>(
     cq_attr: &CqAttr,
     cq_bind: BindFlags,
 ) -> Node<A> {
-    let mut info = rdm_info::<A>();
+    let mut info = suite_info::<A>();
     tweak(&mut info);
     let fabric = A::fabric(&info).expect("fi_fabric");
-    node_full::<A>(fabric, info, cq_attr, cq_bind)
+    node_full::<A>(fabric, info, cq_attr, cq_bind, None)
 }
 
+/// Opens the node's objects and binds them: the AV to an RDM endpoint, `eq` (or a new
+/// EQ of the fabric) to an MSG endpoint.
 fn node_full<A: Api>(
     fabric: A::Fabric,
     info: Info,
     cq_attr: &CqAttr,
     cq_bind: BindFlags,
+    eq: Option<Box<dyn EqOps>>,
 ) -> Node<A> {
     let domain = A::domain(&fabric, &info).expect("fi_domain");
     let cq = A::cq(&domain, cq_attr).expect("fi_cq_open");
@@ -758,7 +869,14 @@ fn node_full<A: Api>(
         BindFlags::RECV | BindFlags::REMOTE_WRITE | BindFlags::REMOTE_READ,
     )
     .expect("bind rx counter");
-    ep.bind_av(&av).expect("bind av");
+    let eq = if info.ep_attr.ep_type == EpType::Msg {
+        let eq = eq.unwrap_or_else(|| fabric.eq(&EqAttr::DEFAULT).expect("fi_eq_open"));
+        ep.bind_eq(&*eq).expect("bind eq");
+        Some(eq)
+    } else {
+        ep.bind_av(&av).expect("bind av");
+        None
+    };
     ep.enable().expect("fi_enable");
     Node {
         fabric,
@@ -769,22 +887,144 @@ fn node_full<A: Api>(
         cntr_tx,
         cntr_rx,
         info,
+        eq,
+        pep: None,
     }
 }
 
-/// Two default nodes in separate domains, each with the other in its AV:
-/// `(a, b, b as seen from a, a as seen from b)`.
+/// How [`pair_of`] opens one node: the tweak of its info, its CQ's attributes and the
+/// extra flags its CQ is bound with (as [`node_with`]).
+pub struct NodeSpec<'a> {
+    /// Applied to the node's info before anything is opened.
+    pub tweak: &'a dyn Fn(&mut Info),
+    /// The CQ's attributes.
+    pub cq_attr: &'a CqAttr,
+    /// Bound with the CQ besides `TRANSMIT | RECV`.
+    pub cq_bind: BindFlags,
+}
+
+fn no_tweak(_: &mut Info) {}
+
+impl NodeSpec<'static> {
+    /// A default node: no tweak, [`NODE_CQ_ATTR`], no extra bind flags.
+    pub const DEFAULT: NodeSpec<'static> = NodeSpec {
+        tweak: &no_tweak,
+        cq_attr: &NODE_CQ_ATTR,
+        cq_bind: BindFlags::empty(),
+    };
+}
+
+/// Two default nodes in separate domains that reach each other:
+/// `(a, b, b as seen from a, a as seen from b)`. RDM nodes have the other in their AV;
+/// MSG nodes are connected (`a` connected to a listener of `b`'s fabric, `b` accepted)
+/// and both addresses are `FI_ADDR_UNSPEC`, which is what data calls on a connected
+/// endpoint take.
 pub fn pair<A: Api>() -> (Node<A>, Node<A>, FiAddr, FiAddr) {
     pair_with::<A>(|_| {})
 }
 
 /// As [`pair`], with `tweak` applied to both nodes' info.
 pub fn pair_with<A: Api>(tweak: impl Fn(&mut Info)) -> (Node<A>, Node<A>, FiAddr, FiAddr) {
-    let a = node::<A>(&tweak);
-    let b = node::<A>(&tweak);
+    let spec = NodeSpec {
+        tweak: &tweak,
+        ..NodeSpec::DEFAULT
+    };
+    pair_of::<A>(&spec, &spec)
+}
+
+/// As [`pair`], each node opened as its spec says.
+pub fn pair_of<A: Api>(sa: &NodeSpec<'_>, sb: &NodeSpec<'_>) -> (Node<A>, Node<A>, FiAddr, FiAddr) {
+    pair_across::<A, A>(sa, sb)
+}
+
+/// As [`pair_of`], the nodes of two APIs (two stacks of the provider under test) with
+/// the same endpoint type.
+pub fn pair_across<A: Api, B: Api>(
+    sa: &NodeSpec<'_>,
+    sb: &NodeSpec<'_>,
+) -> (Node<A>, Node<B>, FiAddr, FiAddr) {
+    assert_eq!(A::EP_TYPE, B::EP_TYPE, "a pair has one endpoint type");
+    if A::EP_TYPE == EpType::Msg {
+        let (a, b) = connect_pair::<A, B>(sa, sb);
+        return (a, b, FiAddr::UNSPEC, FiAddr::UNSPEC);
+    }
+    let a = node_with::<A>(sa.tweak, sa.cq_attr, sa.cq_bind);
+    let b = node_with::<B>(sb.tweak, sb.cq_attr, sb.cq_bind);
     let b_at_a = a.av.insert(&b.ep.name()).expect("insert b into a's AV");
     let a_at_b = b.av.insert(&a.ep.name()).expect("insert a into b's AV");
     (a, b, b_at_a, a_at_b)
+}
+
+/// The connection data the pair builder's connect and accept carry.
+const CONNECT_DATA: &[u8] = b"suite connect";
+const ACCEPT_DATA: &[u8] = b"suite accept";
+
+/// Connects a new MSG node `a` to a listener on `b`'s fabric and accepts it with a new
+/// node `b` opened from the `FI_CONNREQ` info: `(a, b)` once both EQs reported
+/// `FI_CONNECTED`.
+fn connect_pair<A: Api, B: Api>(sa: &NodeSpec<'_>, sb: &NodeSpec<'_>) -> (Node<A>, Node<B>) {
+    let mut linfo = suite_info::<B>();
+    (sb.tweak)(&mut linfo);
+    let bfabric = B::fabric(&linfo).expect("fi_fabric (listener)");
+    let beq = bfabric.eq(&EqAttr::DEFAULT).expect("fi_eq_open (listener)");
+    let (lname, pep) = B::listen(&bfabric, &linfo, &*beq).expect("fi_passive_ep + fi_listen");
+    let a = node_with::<A>(sa.tweak, sa.cq_attr, sa.cq_bind);
+    A::connect(&a.ep, &lname, CONNECT_DATA).expect("fi_connect");
+    let req = expect_cm_event(&*beq, EqEvent::ConnReq, &[&a.domain], "listener");
+    assert_eq!(req.info.as_deref(), Some(CONNECT_DATA), "FI_CONNREQ data");
+    let mut binfo = *req.conn.expect("FI_CONNREQ carries an info");
+    assert!(
+        binfo.handle.is_some(),
+        "the FI_CONNREQ info names the request"
+    );
+    assert_eq!(binfo.ep_attr.ep_type, EpType::Msg);
+    (sb.tweak)(&mut binfo);
+    let mut b = node_full::<B>(bfabric, binfo, sb.cq_attr, sb.cq_bind, Some(beq));
+    b.pep = Some(pep);
+    B::accept(&b.ep, ACCEPT_DATA).expect("fi_accept");
+    let aeq = a.eq.as_deref().expect("an MSG node has an EQ");
+    let beq = b.eq.as_deref().expect("an MSG node has an EQ");
+    let e = expect_cm_event(
+        aeq,
+        EqEvent::Connected,
+        &[&a.domain, &b.domain],
+        "connector",
+    );
+    assert_eq!(e.info.as_deref(), Some(ACCEPT_DATA), "FI_CONNECTED data");
+    expect_cm_event(beq, EqEvent::Connected, &[&a.domain, &b.domain], "acceptor");
+    (a, b)
+}
+
+/// Reads `eq` until an event, driving progress on `domains` meanwhile; panics on an
+/// error event, an event other than `want`, or after [`DEADLINE`].
+#[track_caller]
+pub fn expect_cm_event(
+    eq: &dyn EqOps,
+    want: EqEvent,
+    domains: &[&dyn DomainOps],
+    side: &str,
+) -> EqEntry {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match eq.read(false) {
+            Ok(e) => {
+                assert_eq!(e.event, want, "{side}: unexpected EQ event {e:?}");
+                return e;
+            }
+            Err(Error::Avail) => panic!(
+                "{side}: waiting for {want:?}, got error event {:?}",
+                eq.read_err(false)
+            ),
+            Err(Error::Again) => {}
+            Err(e) => panic!("{side}: fi_eq_read failed: {e}"),
+        }
+        progress_all(domains);
+        assert!(
+            Instant::now() < deadline,
+            "{side}: no {want:?} within {DEADLINE:?}"
+        );
+        pause(any_auto(domains));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1065,3 +1305,105 @@ macro_rules! conformance_matrix {
         conformance!(dyn_cq_data, $crate::common::Dy<$crate::common::DynCqData>, [$($tests)*]);
     };
 }
+
+/// Instantiates the listed generic tests on connected MSG endpoints for the static
+/// stacks of [`conformance_matrix`] (`St<_, MsgEp>`; same module names). The run-time
+/// layer has no MSG endpoint (`fabric::dynamic` refuses `FI_EP_MSG`; tested in
+/// `tests/conformance_cm.rs`), so there is no dyn half.
+macro_rules! conformance_msg_matrix {
+    ([$($tests:tt)*]) => {
+        conformance!(
+            default,
+            $crate::common::St<fabric::Stack<$crate::Prov>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            safe,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadSafe>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            thread_ep_map,
+            $crate::common::St<
+                fabric::Stack<$crate::Prov, fabric::ThreadEndpoint, fabric::Manual, fabric::CqTagged, fabric::Map>,
+                $crate::common::MsgEp,
+            >,
+            [$($tests)*]
+        );
+        conformance!(
+            completion,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadCompletion, fabric::Manual>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            safe_auto,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadSafe, fabric::Auto>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            cq_context,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqContext>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            cq_msg,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqMsg>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+        conformance!(
+            cq_data,
+            $crate::common::St<fabric::Stack<$crate::Prov, fabric::ThreadDomain, fabric::Manual, fabric::CqData>, $crate::common::MsgEp>,
+            [$($tests)*]
+        );
+    };
+}
+
+/// The two ways a suite file's test lists are instantiated. A suite file ends with
+///
+/// ```ignore
+/// suite_matrix!([tests for every endpoint type], rdm_only: [tests that need an AV]);
+/// ```
+///
+/// where `suite_matrix` is, by default, [`instantiate::rdm_suite`] (glob-imported from
+/// this module): everything on RDM endpoints for the whole [`conformance_matrix`]. A
+/// crate that runs the suite on connected MSG endpoints says so at its root, next to
+/// `Prov`, with an import that shadows the glob one:
+///
+/// ```ignore
+/// type Prov = fabric_loopback::Loopback;
+/// use common::msg_suite as suite_matrix;
+/// include!("suite/msg.rs");
+/// ```
+///
+/// and gets [`instantiate::msg_suite`]: the first list on MSG endpoints for the static
+/// stacks ([`conformance_msg_matrix`]).
+pub mod instantiate {
+    /// Every listed test, both lists, on RDM endpoints for the whole matrix.
+    macro_rules! rdm_suite {
+        (
+            [$($(#[$a:meta])* $t:ident),* $(,)?],
+            rdm_only: [$($(#[$ra:meta])* $r:ident),* $(,)?] $(,)?
+        ) => {
+            conformance_matrix!([$($(#[$a])* $t,)* $($(#[$ra])* $r,)*]);
+        };
+    }
+
+    /// The first list on connected MSG endpoints; the `rdm_only` list is not run. Its
+    /// bodies are still named here, as function pointers nobody calls, so that they
+    /// type-check against the MSG API and are not dead code of this crate.
+    macro_rules! msg_suite {
+        (
+            [$($(#[$a:meta])* $t:ident),* $(,)?],
+            rdm_only: [$($(#[$ra:meta])* $r:ident),* $(,)?] $(,)?
+        ) => {
+            conformance_msg_matrix!([$($(#[$a])* $t,)*]);
+            const _: &[fn()] = &[
+                $($r::<$crate::common::St<fabric::Stack<$crate::Prov>, $crate::common::MsgEp>>,)*
+            ];
+        };
+    }
+
+    pub(crate) use {msg_suite, rdm_suite};
+}
+
+pub(crate) use instantiate::{msg_suite, rdm_suite as suite_matrix};

@@ -14,6 +14,10 @@
 // Adding a provider is one such file (`tests/shm_conformance_msg.rs` with
 // `type Prov = fabric_shm::Shm;`); see the top of `suite/common.rs`. Being included, this
 // file has no inner attributes or `//!` docs: the including crate carries them.
+//
+// The test lists at the bottom go to `suite_matrix!`: RDM endpoints for the whole
+// matrix by default, connected MSG endpoints for the static stacks when the including
+// crate asks for them (`tests/conformance_msg_ep.rs`; see the top of `suite/common.rs`).
 
 #[path = "common.rs"]
 #[macro_use]
@@ -983,7 +987,12 @@ fn cq_read_keeps_order<A: Api>() {
         assert!(Instant::now() < deadline, "no completion within {DEADLINE:?}");
         std::thread::sleep(Duration::from_micros(100));
     };
-    assert_eq!((n, out[0].context(), src[0]), (1, Context(6), a_at_b));
+    // A connection reports no source address (no FI_SOURCE on MSG endpoints).
+    let want_src = match A::EP_TYPE {
+        EpType::Msg => FiAddr::NOTAVAIL,
+        _ => a_at_b,
+    };
+    assert_eq!((n, out[0].context(), src[0]), (1, Context(6), want_src));
     assert_eq!(wait_ok(&b.cq, others).context(), Context(7));
     assert_eq!(&short, b"th");
     let got: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
@@ -1008,9 +1017,11 @@ fn cq_read_keeps_order<A: Api>() {
 fn selective_completion<A: Api>() {
     let mut r1 = [0u8; 4];
     let mut r2 = [0u8; 4];
-    let a = node_with::<A>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
-    let b = node_with::<A>(|_| {}, &NODE_CQ_ATTR, BindFlags::SELECTIVE_COMPLETION);
-    let b_at_a = a.av.insert(&b.ep.name()).unwrap();
+    let selective = NodeSpec {
+        cq_bind: BindFlags::SELECTIVE_COMPLETION,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, b, b_at_a, _) = pair_of::<A>(&selective, &selective);
     // Receive without FI_COMPLETION: counted, no entry.
     // SAFETY: buffers outlive the receives, which complete below.
     unsafe { b.ep.recv(&mut r1, ANY, Context(1)).unwrap() };
@@ -1133,10 +1144,12 @@ fn cq_full_resource_mgmt<A: Api>() {
         ..NODE_CQ_ATTR
     };
     let mut bufs = [[0u8; 4]; 4];
-    let a = node_with::<A>(|_| {}, &small, BindFlags::empty());
-    let b = node_with::<A>(|_| {}, &small, BindFlags::empty());
+    let spec = NodeSpec {
+        cq_attr: &small,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, b, b_at_a, _) = pair_of::<A>(&spec, &spec);
     assert_eq!(a.info.domain_attr.resource_mgmt, ResourceMgmt::Enabled);
-    let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     // Transmit side: two completions fill the CQ; the third post is refused.
     a.ep.send(b"s0", b_at_a, Context(0)).unwrap();
     a.ep.send(b"s1", b_at_a, Context(1)).unwrap();
@@ -1188,13 +1201,12 @@ fn cq_overrun_without_resource_mgmt<A: Api>() {
         size: 2,
         ..NODE_CQ_ATTR
     };
-    let a = node_with::<A>(
-        |i| i.domain_attr.resource_mgmt = ResourceMgmt::Disabled,
-        &small,
-        BindFlags::empty(),
-    );
-    let b = node::<A>(|_| {});
-    let b_at_a = a.av.insert(&b.ep.name()).unwrap();
+    let sa = NodeSpec {
+        tweak: &|i| i.domain_attr.resource_mgmt = ResourceMgmt::Disabled,
+        cq_attr: &small,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, _b, b_at_a, _) = pair_of::<A>(&sa, &NodeSpec::DEFAULT);
     for i in 0..3 {
         a.ep.send(b"x", b_at_a, Context(i)).unwrap();
     }
@@ -1273,9 +1285,11 @@ fn cq_wait_fd<A: Api>() {
         wait_obj: WaitObj::Fd,
         ..CqAttr::DEFAULT
     };
-    let a = node_with::<A>(|_| {}, &fd_attr, BindFlags::empty());
-    let b = node::<A>(|_| {});
-    let b_at_a = a.av.insert(&b.ep.name()).unwrap();
+    let sa = NodeSpec {
+        cq_attr: &fd_attr,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, b, b_at_a, _) = pair_of::<A>(&sa, &NodeSpec::DEFAULT);
     let fd = a.cq.wait_fd().expect("FI_WAIT_FD CQ has a descriptor");
     assert!(fd >= 0);
     let poll_fd = |ms: i32| {
@@ -1634,9 +1648,11 @@ fn wait_and_poll_sets<A: Api>() {
 
 fn queue_sizes<A: Api>() {
     let mut bufs = [[0u8; 4]; 3];
-    let a = node::<A>(|i| i.rx_attr.size = 2);
-    let b = node::<A>(|_| {});
-    let a_at_b = b.av.insert(&a.ep.name()).unwrap();
+    let sa = NodeSpec {
+        tweak: &|i| i.rx_attr.size = 2,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, b, b_at_a, a_at_b) = pair_of::<A>(&sa, &NodeSpec::DEFAULT);
     assert_eq!(a.ep.tx_size_left(), a.info.tx_attr.size);
     assert_eq!(a.ep.rx_size_left(), 2);
     let [b0, b1, b2] = &mut bufs;
@@ -1655,7 +1671,6 @@ fn queue_sizes<A: Api>() {
     assert_eq!(wait_err(&a.cq, &[&b.domain]).err, Error::Canceled);
     assert_eq!(a.ep.rx_size_left(), 2);
     // Delivery-complete sends occupy the transmit queue until acknowledged.
-    let b_at_a = a.av.insert(&b.ep.name()).unwrap();
     let before = a.ep.tx_size_left();
     let iov: [&[u8]; 1] = [b"d"];
     a.ep.sendmsg(
@@ -1936,45 +1951,58 @@ fn drop_endpoint_cancels<A: Api>() {
     assert_cq_empty(&cq, &[&a.domain]);
 }
 
-conformance_matrix!([
-    msg_send_recv,
-    msg_sendv_recvv,
-    msg_sendmsg_recvmsg,
-    msg_inject,
-    msg_senddata_injectdata,
-    msg_multi_recv,
-    tagged_all_sends,
-    tagged_ignore_mask,
-    tagged_peek,
-    tagged_peek_claim,
-    tagged_discard,
-    directed_recv,
-    unexpected_then_expected,
-    truncation,
-    lane_truncation_and_data,
-    lane_skipped_for_older_wildcard,
-    cancel,
-    readfrom_source,
-    cq_read_keeps_order,
-    selective_completion,
-    completion_levels,
-    cq_full_resource_mgmt,
-    cq_overrun_without_resource_mgmt,
-    cq_sread,
-    cq_signal,
-    cq_wait_fd,
-    counters,
-    eq_read_write,
-    av_insert_lookup_remove,
-    av_send_unknown_and_removed,
-    av_async_insert,
-    av_named_shared,
-    wait_and_poll_sets,
-    queue_sizes,
-    enable_errors,
-    disabled_endpoint,
-    dgram_endpoint,
-    scalable_endpoint,
-    shared_rx_context,
-    drop_endpoint_cancels,
-]);
+suite_matrix!(
+    [
+        msg_send_recv,
+        msg_sendv_recvv,
+        msg_sendmsg_recvmsg,
+        msg_inject,
+        msg_senddata_injectdata,
+        msg_multi_recv,
+        tagged_all_sends,
+        tagged_ignore_mask,
+        tagged_peek,
+        tagged_peek_claim,
+        tagged_discard,
+        unexpected_then_expected,
+        truncation,
+        lane_truncation_and_data,
+        lane_skipped_for_older_wildcard,
+        cancel,
+        cq_read_keeps_order,
+        selective_completion,
+        completion_levels,
+        cq_full_resource_mgmt,
+        cq_overrun_without_resource_mgmt,
+        cq_sread,
+        cq_signal,
+        cq_wait_fd,
+        counters,
+        eq_read_write,
+        queue_sizes,
+        drop_endpoint_cancels,
+    ],
+    rdm_only: [
+        // Receives filtered by source among three peers (FI_DIRECTED_RECV, an AV).
+        directed_recv,
+        // FI_SOURCE addresses of two peers.
+        readfrom_source,
+        // AV calls.
+        av_insert_lookup_remove,
+        av_send_unknown_and_removed,
+        av_async_insert,
+        av_named_shared,
+        // A second endpoint of the node's domain reaches the peer through the AV.
+        wait_and_poll_sets,
+        // The AV an RDM endpoint needs before fi_enable (MSG: `no_av_on_msg`, suite/cm.rs).
+        enable_errors,
+        // A second, not yet enabled endpoint reaches the peer through the AV.
+        disabled_endpoint,
+        // DGRAM endpoints, paired through an AV.
+        dgram_endpoint,
+        // Receive contexts addressed through an AV (FI_NAMED_RX_CTX).
+        scalable_endpoint,
+        // A shared receive context fed by two peers through an AV.
+        shared_rx_context,
+    ],
+);

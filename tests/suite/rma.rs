@@ -14,6 +14,10 @@
 // `type Prov = fabric_shm::Shm;`); see the top of `suite/common.rs`. Being included, this
 // file has no inner attributes or `//!` docs: the including crate carries them.
 //
+// The test lists at the bottom go to `suite_matrix!`: RDM endpoints for the whole
+// matrix by default, connected MSG endpoints for the static stacks when the including
+// crate asks for them (`tests/conformance_rma_ep.rs`; see the top of `suite/common.rs`).
+//
 // Buffers that an `unsafe` call (read, fetching atomic, receive) may write are declared
 // before the nodes, so that even when a test panics they outlive the endpoints that
 // could still write them.
@@ -36,8 +40,8 @@ use fabric::prelude::*;
 
 /// The stack of held peers: manual progress, driven only by the test.
 type HeldStack = Stack<Prov>;
-/// The API of held peers.
-type Held = St<HeldStack>;
+/// The API of held peers of nodes of `A`: the held stack on `A`'s endpoint type.
+type Held<A> = St<HeldStack, <A as Api>::Kind>;
 
 const RW: MrAccess = MrAccess::REMOTE_READ.union(MrAccess::REMOTE_WRITE);
 
@@ -69,11 +73,15 @@ fn expect_err(e: &CqErrEntry, ctx: Context, err: Error) {
     assert_eq!(e.context, ctx, "context of {e:?}");
 }
 
-/// A held peer reachable from `a`.
-fn held<A: Api>(a: &Node<A>) -> (Node<Held>, FiAddr) {
-    let h = node::<Held>(|_| {});
-    let h_at_a = a.av.insert(&h.ep.name()).expect("insert held peer");
-    (h, h_at_a)
+/// A node of `A` (its info changed by `tweak`) and a held peer reachable from it:
+/// `(node, held peer, held peer as seen from the node)`.
+fn held<A: Api>(tweak: impl Fn(&mut Info)) -> (Node<A>, Node<Held<A>>, FiAddr) {
+    let sa = NodeSpec {
+        tweak: &tweak,
+        ..NodeSpec::DEFAULT
+    };
+    let (a, h, h_at_a, _) = pair_across::<A, Held<A>>(&sa, &NodeSpec::DEFAULT);
+    (a, h, h_at_a)
 }
 
 /// Reads one entry from `cq`, calling `drive` between attempts; bounded by [`DEADLINE`].
@@ -1786,8 +1794,7 @@ fn fence_after_write<A: Api>() {
 /// delivered, while what was posted after it still goes out after the fence clears.
 fn cancel_fenced<A: Api>() {
     let mut hbuf = [0u8; 8];
-    let a = node::<A>(|_| {});
-    let (h, h_at_a) = held(&a);
+    let (a, h, h_at_a) = held::<A>(|_| {});
     let mut mem = vec![0u8; 16];
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x72)).unwrap();
     // SAFETY: `hbuf` outlives the nodes; read after the completion.
@@ -1839,8 +1846,7 @@ fn cancel_fenced<A: Api>() {
 /// A small transmit queue fills with outstanding writes (`FI_EAGAIN`) and accepts new
 /// ones once completions are drained.
 fn tx_queue_backpressure<A: Api>() {
-    let a = node::<A>(|i| i.tx_attr.size = 4);
-    let (h, h_at_a) = held(&a);
+    let (a, h, h_at_a) = held::<A>(|i| i.tx_attr.size = 4);
     let mut mem = vec![0u8; 80];
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x73)).unwrap();
     let (base, key) = (mr.remote_addr(), mr.key());
@@ -1885,8 +1891,7 @@ fn tx_queue_backpressure<A: Api>() {
 /// never touch the read buffer.
 fn drop_with_pending<A: Api>() {
     let mut rbuf = [0u8; 8];
-    let a = node::<A>(|_| {});
-    let (h, h_at_a) = held(&a);
+    let (a, h, h_at_a) = held::<A>(|_| {});
     let mut mem = pattern(32, 3);
     let mr = h.domain.mr_reg(&mut mem, &mr_attr(RW, 0x74)).unwrap();
     let (base, key) = (mr.remote_addr(), mr.key());
@@ -1925,32 +1930,36 @@ fn drop_with_pending<A: Api>() {
     );
 }
 
-conformance_matrix!([
-    rma_write,
-    rma_read,
-    rma_writedata,
-    rma_mr_counters,
-    rma_bad_key,
-    rma_out_of_range,
-    rma_no_permission,
-    mr_key_in_use,
-    mr_prov_keys_virt_addr,
-    mr_dereg_then_write,
-    atomic_uint64_ops,
-    atomic_int32_ops,
-    atomic_float_ops,
-    atomic_uint128_cswap,
-    atomic_valid_queries,
-    atomic_invalid_rejected,
-    atomic_errors,
-    atomic_fetch_paths,
-    atomic_base_compare_paths,
-    triggered_send,
-    triggered_write_atomic,
-    triggered_threshold_order,
-    triggered_recv,
-    fence_after_write,
-    cancel_fenced,
-    tx_queue_backpressure,
-    drop_with_pending,
-]);
+suite_matrix!(
+    [
+        rma_write,
+        rma_read,
+        rma_writedata,
+        rma_mr_counters,
+        rma_bad_key,
+        rma_out_of_range,
+        rma_no_permission,
+        mr_key_in_use,
+        mr_prov_keys_virt_addr,
+        mr_dereg_then_write,
+        atomic_uint64_ops,
+        atomic_int32_ops,
+        atomic_float_ops,
+        atomic_uint128_cswap,
+        atomic_valid_queries,
+        atomic_invalid_rejected,
+        atomic_errors,
+        atomic_fetch_paths,
+        atomic_base_compare_paths,
+        triggered_send,
+        triggered_write_atomic,
+        triggered_threshold_order,
+        triggered_recv,
+        fence_after_write,
+        cancel_fenced,
+        tx_queue_backpressure,
+        drop_with_pending,
+    ],
+    // Every RMA test runs on any endpoint type.
+    rdm_only: [],
+);
