@@ -50,6 +50,7 @@
 
 mod frame;
 pub mod name;
+mod place;
 pub mod transport;
 mod wake;
 
@@ -63,6 +64,7 @@ use fabric::{Error, Info, Provider, Result};
 
 pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
+pub use place::{large_rx, LargeRx};
 pub use transport::{TcpEp, TcpPeer, TcpRx, TcpTx, RX_BUF, STAGE_BUDGET};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).

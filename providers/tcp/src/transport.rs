@@ -48,7 +48,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fabric::provider::wire::{Header, Op};
-use fabric::provider::{Absent, HeldBack, RemoteWake, Sink};
+use fabric::provider::{Absent, Claim, HeldBack, RemoteWake, Sink};
 use fabric::waitobj::Waiter;
 use fabric::{Error, NoPull, Payload, Result, SharedBytes, Transport};
 use rustix::event::epoll;
@@ -59,6 +59,7 @@ use rustix::net::{
 
 use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
+use crate::place::{self, Step};
 use crate::wake::Wake;
 use crate::MAX_MSG_SIZE;
 
@@ -196,6 +197,8 @@ pub struct TcpRx {
     tracked: HashMap<(u16, u64), (u64, Op)>,
     /// Synthesized error responses not yet taken by the core.
     failed: VecDeque<(Header, Raw)>,
+    /// Claims of connections that broke mid-payload, to hand back failed.
+    orphans: VecDeque<Claim>,
     /// Accepted connections that may have bytes to handle.
     busy: Vec<u64>,
     staged: usize,
@@ -210,6 +213,8 @@ struct InLink {
     hi: usize,
     deadline: Instant,
     in_busy: bool,
+    /// The frame whose payload is being read straight into its destination.
+    placing: Option<Claim>,
 }
 
 /// What serving one accepted connection came to.
@@ -511,6 +516,7 @@ impl Transport for TcpEp {
             track: self.queue().1.take(),
             tracked: HashMap::new(),
             failed: VecDeque::new(),
+            orphans: VecDeque::new(),
             busy: Vec::new(),
             staged: 0,
             handshaking: 0,
@@ -652,7 +658,9 @@ impl TcpRx {
             self.take_records();
         }
         let mut n = 0;
-        if !self.failed.is_empty() && !self.deliver_failed(sink, &mut n) {
+        if (!self.failed.is_empty() || !self.orphans.is_empty())
+            && !self.deliver_failed(sink, &mut n)
+        {
             return n;
         }
         let zero = rustix::event::Timespec {
@@ -696,7 +704,7 @@ impl TcpRx {
                 }
             }
         }
-        if !self.failed.is_empty() {
+        if !self.failed.is_empty() || !self.orphans.is_empty() {
             self.deliver_failed(sink, &mut n);
         }
         if self.handshaking != 0 {
@@ -721,6 +729,11 @@ impl TcpRx {
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
+        // A payload cut short is not partly delivered: its operation fails.
+        while let Some(c) = self.orphans.pop_front() {
+            sink.claimed(c, Err(Error::HostUnreach));
+            *n += 1;
+        }
         while let Some((hdr, src)) = self.failed.front() {
             if !sink.packet(
                 hdr,
@@ -772,6 +785,7 @@ impl TcpRx {
                     hi: 0,
                     deadline: Instant::now() + HELLO_TIMEOUT,
                     in_busy: true,
+                    placing: None,
                 },
             );
             self.busy.push(id);
@@ -823,6 +837,9 @@ impl TcpRx {
         };
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
+        if let Some(c) = l.placing {
+            self.orphans.push_back(c);
+        }
         match l.peer {
             None => self.handshaking -= 1,
             Some((peer, _)) => {
@@ -876,7 +893,22 @@ impl TcpRx {
             return Served::Idle;
         };
         let mut reads = 0;
-        loop {
+        'frames: loop {
+            if let Some(c) = l.placing.as_mut() {
+                match place::pump(sink, c, &l.fd, &mut l.buf, &mut reads, READS_PER_POLL) {
+                    Step::Done => {}
+                    Step::Wait => return Served::Idle,
+                    Step::Budget => return Served::More,
+                    Step::Closed => return Served::Closed,
+                }
+                if let Some(c) = l.placing.take() {
+                    sink.claimed(c, Ok(()));
+                    *n += 1;
+                }
+                if sink.sated() {
+                    return Served::More;
+                }
+            }
             // Every complete frame in the buffer.
             let need = loop {
                 let avail = l.hi - l.lo;
@@ -905,31 +937,55 @@ impl TcpRx {
                 else {
                     return Served::Closed;
                 };
+                let response = frame::is_response(hdr.op);
                 if avail < HDR_LEN + plen {
+                    // Too large to read in place: straight into its destination if it
+                    // has one (a response only if it was asked for), else staged.
+                    if HDR_LEN + plen > RX_BUF
+                        && place::claimable(hdr.op)
+                        && (!response
+                            || asked(
+                                &self.sh,
+                                &mut self.track,
+                                &mut self.tracked,
+                                &mut self.outs,
+                                &mut self.failed,
+                                &hdr,
+                                &peer,
+                            ))
+                    {
+                        if let Some(mut c) = sink.claim(&hdr, raw.as_bytes()) {
+                            if response {
+                                self.tracked.remove(&(hdr.tx_idx, hdr.req));
+                            }
+                            place::count_placed();
+                            place::take(sink, &mut c, &l.buf[l.lo + HDR_LEN..l.hi]);
+                            l.placing = Some(c);
+                            l.lo = 0;
+                            l.hi = 0;
+                            if l.buf.len() > RX_BUF {
+                                // Staged in part before the receive was posted.
+                                self.staged -= l.buf.len() - RX_BUF;
+                                l.buf.truncate(RX_BUF);
+                                l.buf.shrink_to_fit();
+                            }
+                            continue 'frames;
+                        }
+                    }
                     break HDR_LEN + plen;
                 }
                 let payload = &l.buf[l.lo + HDR_LEN..l.lo + HDR_LEN + plen];
-                if frame::is_response(hdr.op) {
+                if response {
                     let key = (hdr.tx_idx, hdr.req);
-                    if !self.tracked.contains_key(&key)
-                        && self.sh.queued.load(Ordering::Acquire) != 0
-                    {
-                        // Announced after this poll took the queue up, answered since.
-                        take_records(
-                            &self.sh,
-                            &mut self.track,
-                            &mut self.tracked,
-                            &mut self.outs,
-                            &mut self.failed,
-                        );
-                    }
-                    // The op is not compared: a base atomic is answered by an `Ack` or
-                    // an `AtomicResp` as the target sees fit; the core checks the rest.
-                    let asked = self.tracked.get(&key).is_some_and(|&(link, _)| {
-                        self.outs
-                            .get(&link)
-                            .is_some_and(|o| o.peer.designates(&peer))
-                    });
+                    let asked = asked(
+                        &self.sh,
+                        &mut self.track,
+                        &mut self.tracked,
+                        &mut self.outs,
+                        &mut self.failed,
+                        &hdr,
+                        &peer,
+                    );
                     // A response nobody here asked that peer for is dropped.
                     if asked {
                         if !sink.packet(
@@ -951,6 +1007,9 @@ impl TcpRx {
                         return Served::Refused;
                     }
                     *n += 1;
+                }
+                if HDR_LEN + plen > RX_BUF {
+                    place::count_staged();
                 }
                 l.lo += HDR_LEN + plen;
                 if sink.sated() {
@@ -995,6 +1054,29 @@ impl TcpRx {
             }
         }
     }
+}
+
+/// Whether response `hdr` from `peer` answers a request of the table sent to it. The
+/// op is not compared: a base atomic is answered by an `Ack` or an `AtomicResp` as
+/// the target sees fit; the core checks the rest. (A free function: `serve` calls it
+/// while it holds a connection.)
+fn asked(
+    sh: &Shared,
+    track: &mut Option<Receiver<Rec>>,
+    tracked: &mut HashMap<(u16, u64), (u64, Op)>,
+    outs: &mut HashMap<u64, Arc<Link>>,
+    failed: &mut VecDeque<(Header, Raw)>,
+    hdr: &Header,
+    peer: &Name,
+) -> bool {
+    let key = (hdr.tx_idx, hdr.req);
+    if !tracked.contains_key(&key) && sh.queued.load(Ordering::Acquire) != 0 {
+        // Announced after this poll took the queue up, answered since.
+        take_records(sh, track, tracked, outs, failed);
+    }
+    tracked
+        .get(&key)
+        .is_some_and(|&(link, _)| outs.get(&link).is_some_and(|o| o.peer.designates(peer)))
 }
 
 /// The error response that answers request (`tx_idx`, `req`) whose peer is gone.
