@@ -36,9 +36,18 @@
 //! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
 //! none: any) on an address of this host.
 //!
-//! Not supported yet: MSG endpoints, idle-connection reaping, receiving a large
-//! message straight into the posted buffer (it is staged once, within a bounded
-//! budget).
+//! **Large messages.** A frame larger than a connection's receive buffer
+//! ([`RX_BUF`]) is read from the socket straight into its destination when the core
+//! has one when its header arrives: the posted receive a message matches (truncated as
+//! for small messages when the buffer is shorter), the registered memory an RMA write
+//! targets, the buffer of the read a response answers. An unexpected message, a
+//! multi-receive buffer or a request that fails its checks has none: such a frame is
+//! staged whole, within [`STAGE_BUDGET`] per endpoint, beyond which the receiver stops
+//! reading the connection and TCP stops the sender. A connection that breaks in the
+//! middle of a payload fails its operation once (`FI_EHOSTUNREACH`). [`large_rx`]
+//! counts both kinds (a diagnostic).
+//!
+//! Not supported yet: MSG endpoints, idle-connection reaping.
 //!
 //! ```
 //! use fabric::prelude::*;

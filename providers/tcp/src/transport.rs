@@ -30,12 +30,14 @@
 //! the kernel does not take at once is queued (so the caller's buffer is free when
 //! `send` returns) and later requests get `FI_EAGAIN` until the queue is written out
 //! by progress ([`HeldBack`]). Responses are queued behind it and never refused. On
-//! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes; a
-//! frame larger than that is staged whole before it is handed over, within a budget of
-//! [`STAGE_BUDGET`] bytes per endpoint: beyond it the receiver stops reading that
-//! connection until staged frames were consumed, and TCP's own flow control stops the
-//! sender. A receiver that stops polling thus stops its peers' sends with `FI_EAGAIN`
-//! after at most a socket buffer plus one message per connection.
+//! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes. A
+//! frame larger than that is read straight into its destination when the core has one
+//! (`place`: a posted receive, an RMA write's region, a read's buffer, claimed when
+//! the header arrives); otherwise it is staged whole before it is handed over, within
+//! a budget of [`STAGE_BUDGET`] bytes per endpoint: beyond it the receiver stops
+//! reading that connection until staged frames were consumed, and TCP's own flow
+//! control stops the sender. A receiver that stops polling thus stops its peers' sends
+//! with `FI_EAGAIN` after at most a socket buffer plus one message per connection.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::IoSlice;
@@ -64,7 +66,8 @@ use crate::wake::Wake;
 use crate::MAX_MSG_SIZE;
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
-/// place, larger ones staged (see [`STAGE_BUDGET`]).
+/// place, larger ones into their destination or, without one, staged (see
+/// [`STAGE_BUDGET`]).
 pub const RX_BUF: usize = 256 << 10;
 /// Bytes an endpoint may stage beyond its connections' receive buffers (frames larger
 /// than [`RX_BUF`] awaiting their last byte or their consumer).
