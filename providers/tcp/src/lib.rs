@@ -63,7 +63,10 @@ use fabric::{Error, Info, Provider, Result};
 
 pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
-pub use transport::{TcpEp, TcpPeer, TcpRx, TcpTx, RX_BUF, STAGE_BUDGET};
+pub use transport::{
+    TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV, RX_BUF,
+    STAGE_BUDGET,
+};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;
