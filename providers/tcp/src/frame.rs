@@ -21,7 +21,7 @@ use crate::name::{Name, NAME_LEN};
 
 /// `"FTCP"`: the first bytes of every connection.
 pub const MAGIC: u32 = u32::from_be_bytes(*b"FTCP");
-/// Protocol version; a hello with another one is refused. Version 2 added [`BYE`].
+/// Protocol version; a hello with another one is refused (2: with the goodbye frame).
 pub const VERSION: u16 = 2;
 /// Op of the goodbye frame, outside the core's op range: it is never handed over.
 pub const BYE: u8 = 0x80;

@@ -8,7 +8,9 @@
 //! at the same moment do not race for one connection: each keeps its own outgoing one,
 //! and nothing has to be torn down or re-sent (the simultaneous-connect problem does
 //! not arise). Per-pair order holds because every packet from A to B takes one
-//! connection.
+//! connection at a time: an idle connection, or the least recently used one when an
+//! endpoint has as many as it may keep, is closed by its owner with a goodbye frame,
+//! and the next one opens only after the peer has read to the goodbye (`idle`).
 //!
 //! The sender owns its outgoing connections' write side ([`TcpTx`]); the receiver
 //! ([`TcpRx`]) owns the accepted connections and watches the outgoing ones only to
@@ -24,7 +26,8 @@
 //! dropped). When a connection to or from a peer breaks (reset, end of file, garbage,
 //! keepalive or user timeout), every request still in the table for that peer is
 //! answered by a synthesized response with status `FI_EHOSTUNREACH`, and later sends
-//! to it fail with `HostUnreach`.
+//! to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
+//! the receiver closes its side and fails nothing.
 //!
 //! Flow control: a request goes out only when the connection has nothing queued; what
 //! the kernel does not take at once is queued (so the caller's buffer is free when
