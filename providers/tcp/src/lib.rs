@@ -29,16 +29,28 @@
 //! **Liveness.** A peer process that dies closes its sockets: its connections end,
 //! every request waiting for it completes with `FI_EHOSTUNREACH` at the next poll and
 //! later sends to it fail with `FI_EHOSTUNREACH`. A peer host that vanishes is
-//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s.
+//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s. A peer that
+//! dies while no connection to it is open (it was closed for idleness) is detected
+//! by the next send, whose connection is refused.
+//!
+//! **Idle and excess connections.** An outgoing connection with nothing queued and no
+//! request awaiting a response is closed by its owner once it carried nothing for
+//! `FABRIC_TCP_IDLE_MS` milliseconds ([`IDLE_ENV`]; default 30 000, 0: never), and,
+//! before an endpoint opens more than `FABRIC_TCP_MAX_CONNS` ([`MAX_CONNS_ENV`];
+//! default 1024, 0: no limit), the least recently used such one (with none, the new
+//! one opens anyway). The close is a goodbye frame after everything sent: nothing is
+//! lost or reordered, and neither side takes it for a dead peer. The next packet to
+//! that peer opens a new connection once the peer has read to the goodbye; until then
+//! requests to it get `FI_EAGAIN`. Both variables are read when an endpoint opens; a
+//! value that is not a number makes the open fail with `FI_EINVAL`.
 //!
 //! **Addresses.** `getinfo_node` with a node and service (or `fi_av_insertsvc`) makes
 //! a peer's name (any incarnation listening there); with `InfoFlags::SOURCE`, or a
 //! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
 //! none: any) on an address of this host.
 //!
-//! Not supported yet: MSG endpoints, idle-connection reaping, receiving a large
-//! message straight into the posted buffer (it is staged once, within a bounded
-//! budget).
+//! Not supported yet: MSG endpoints, receiving a large message straight into the
+//! posted buffer (it is staged once, within a bounded budget).
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -63,7 +75,10 @@ use fabric::{Error, Info, Provider, Result};
 
 pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
-pub use transport::{TcpEp, TcpPeer, TcpRx, TcpTx, RX_BUF, STAGE_BUDGET};
+pub use transport::{
+    TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV, RX_BUF,
+    STAGE_BUDGET,
+};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;

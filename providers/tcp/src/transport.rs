@@ -8,7 +8,9 @@
 //! at the same moment do not race for one connection: each keeps its own outgoing one,
 //! and nothing has to be torn down or re-sent (the simultaneous-connect problem does
 //! not arise). Per-pair order holds because every packet from A to B takes one
-//! connection.
+//! connection at a time: an idle connection, or the least recently used one when an
+//! endpoint has as many as it may keep, is closed by its owner with a goodbye frame,
+//! and the next one opens only after the peer has read to the goodbye (`idle`).
 //!
 //! The sender owns its outgoing connections' write side ([`TcpTx`]); the receiver
 //! ([`TcpRx`]) owns the accepted connections and watches the outgoing ones only to
@@ -24,7 +26,8 @@
 //! dropped). When a connection to or from a peer breaks (reset, end of file, garbage,
 //! keepalive or user timeout), every request still in the table for that peer is
 //! answered by a synthesized response with status `FI_EHOSTUNREACH`, and later sends
-//! to it fail with `HostUnreach`.
+//! to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
+//! the receiver closes its side and fails nothing.
 //!
 //! Flow control: a request goes out only when the connection has nothing queued; what
 //! the kernel does not take at once is queued (so the caller's buffer is free when
@@ -61,6 +64,9 @@ use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
 use crate::wake::Wake;
 use crate::MAX_MSG_SIZE;
+pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
+
+mod idle;
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
 /// place, larger ones staged (see [`STAGE_BUDGET`]).
@@ -114,6 +120,7 @@ struct Link {
     fd: OwnedFd,
     peer: Name,
     dead: AtomicBool,
+    idle: idle::LinkIdle,
 }
 
 /// A request announced to the receiver before it is written.
@@ -138,6 +145,7 @@ struct Shared {
     next_id: AtomicU64,
     closed: AtomicBool,
     wake: Wake,
+    idle: idle::Timer,
 }
 
 impl Shared {
@@ -170,6 +178,7 @@ pub struct TcpTx {
     /// only the last [`GONE_KEEP`] of them, oldest first out (`gone_order`).
     gone: HashSet<Raw>,
     gone_order: VecDeque<Raw>,
+    idle: idle::TxIdle,
 }
 
 struct TxLink {
@@ -178,6 +187,7 @@ struct TxLink {
     /// Bytes the kernel did not take yet, from `sent` on.
     out: Vec<u8>,
     sent: usize,
+    idle: idle::Use,
 }
 
 impl TxLink {
@@ -222,6 +232,8 @@ enum Served {
     Refused,
     /// The connection failed (end of file, error, or bytes that do not pass).
     Closed,
+    /// The peer closed the connection with a goodbye, after everything it sent.
+    Bye,
 }
 
 /// Errors that only mean "not yet" on a non-blocking socket.
@@ -284,6 +296,7 @@ impl TcpEp {
             epoll::EventFlags::IN,
         )
         .map_err(errno_to)?;
+        let idle = idle::Timer::open(&epoll)?;
         let sh = Arc::new(Shared {
             me,
             listener,
@@ -295,6 +308,7 @@ impl TcpEp {
             next_id: AtomicU64::new(LISTENER + 1),
             closed: AtomicBool::new(false),
             wake: Wake::default(),
+            idle,
         });
         let w = sh.clone();
         let watcher = std::thread::Builder::new()
@@ -343,13 +357,14 @@ impl TcpTx {
                     return Err(Error::HostUnreach);
                 }
                 self.reap();
-                let l = connect(&self.sh, to)?;
+                let l = self.open(to)?;
                 self.links.push(l);
                 self.sh.held.fetch_add(1, Ordering::Relaxed);
                 self.index.insert(to.raw, self.links.len() - 1);
                 self.links.len() - 1
             }
         };
+        self.links[i].idle.touch(&mut self.idle);
         self.last = i;
         Ok(i)
     }
@@ -371,16 +386,21 @@ impl TcpTx {
                 self.sh.held.fetch_sub(1, Ordering::Relaxed);
             }
             self.index.remove(&l.key);
-            if self.gone.insert(l.key) {
-                self.gone_order.push_back(l.key);
-            }
-            if self.gone_order.len() > GONE_KEEP {
-                let old = self.gone_order.pop_front().expect("over the limit");
-                self.gone.remove(&old);
-            }
+            self.remember_gone(l.key);
             if let Some(moved) = self.links.get(i) {
                 self.index.insert(moved.key, i);
             }
+        }
+    }
+
+    /// Puts `key` in `gone`, forgetting the oldest beyond [`GONE_KEEP`].
+    fn remember_gone(&mut self, key: Raw) {
+        if self.gone.insert(key) {
+            self.gone_order.push_back(key);
+        }
+        if self.gone_order.len() > GONE_KEEP {
+            let old = self.gone_order.pop_front().expect("over the limit");
+            self.gone.remove(&old);
         }
     }
 
@@ -391,28 +411,34 @@ impl TcpTx {
         if !l.queued() {
             return true;
         }
-        loop {
-            match rustix::net::send(&l.link.fd, &l.out[l.sent..], SendFlags::NOSIGNAL) {
-                Ok(n) => {
-                    l.sent += n;
-                    if !l.queued() {
-                        break;
-                    }
-                }
+        if !l.write_out() {
+            return false;
+        }
+        self.sh.held.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+}
+
+impl TxLink {
+    /// Writes out the queued bytes. Returns whether none are left (written, or dropped
+    /// with a connection that failed, which is marked dead).
+    fn write_out(&mut self) -> bool {
+        while self.queued() {
+            match rustix::net::send(&self.link.fd, &self.out[self.sent..], SendFlags::NOSIGNAL) {
+                Ok(n) => self.sent += n,
                 Err(Errno::INTR) => {}
                 Err(e) if not_yet(e) => return false,
                 Err(_) => {
-                    kill(&l.link);
+                    kill(&self.link);
                     break;
                 }
             }
         }
-        l.out.clear();
-        l.sent = 0;
-        if l.out.capacity() > OUT_KEEP {
-            l.out.shrink_to(OUT_KEEP);
+        self.out.clear();
+        self.sent = 0;
+        if self.out.capacity() > OUT_KEEP {
+            self.out.shrink_to(OUT_KEEP);
         }
-        self.sh.held.fetch_sub(1, Ordering::Relaxed);
         true
     }
 }
@@ -451,6 +477,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         fd,
         peer: to.name,
         dead: AtomicBool::new(false),
+        idle: idle::LinkIdle::default(),
     });
     {
         let mut f = sh.fresh();
@@ -462,6 +489,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         link,
         out: frame::hello(&sh.me, &to.name).to_vec(),
         sent: 0,
+        idle: idle::Use::default(),
     })
 }
 
@@ -500,6 +528,7 @@ impl Transport for TcpEp {
             track: self.queue().0.clone(),
             gone: HashSet::new(),
             gone_order: VecDeque::new(),
+            idle: idle::TxIdle::new(&self.sh.idle),
         }
     }
 
@@ -518,7 +547,10 @@ impl Transport for TcpEp {
     }
 
     fn send(&self, tx: &mut TcpTx, to: &TcpPeer, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
-        let i = tx.link(to)?;
+        let i = match tx.link(to) {
+            Ok(i) => i,
+            Err(e) => return tx.refused(e, to, hdr, payload),
+        };
         let response = frame::is_response(hdr.op);
         if tx.links[i].link.dead.load(Ordering::Acquire) {
             return Err(Error::HostUnreach);
@@ -545,6 +577,7 @@ impl Transport for TcpEp {
             match tx.track.as_ref().map(|t| t.try_send(rec)) {
                 Some(Ok(())) => {
                     self.sh.queued.fetch_add(1, Ordering::AcqRel);
+                    tx.links[i].idle.ask();
                 }
                 _ => return Err(Error::Again),
             }
@@ -631,6 +664,7 @@ impl HeldBack<TcpEp> for TcpEp {
         for i in 0..tx.links.len() {
             tx.flush(i);
         }
+        tx.idle_progress();
     }
 }
 
@@ -673,6 +707,8 @@ impl TcpRx {
                         l.in_busy = true;
                         self.busy.push(id);
                     }
+                } else if id == idle::TIMER {
+                    self.tick();
                 } else {
                     self.check_out(id);
                 }
@@ -693,6 +729,10 @@ impl TcpRx {
                 Served::Closed => {
                     self.busy.swap_remove(i);
                     self.close_in(id);
+                }
+                Served::Bye => {
+                    self.busy.swap_remove(i);
+                    self.finish_in(id);
                 }
             }
         }
@@ -779,7 +819,8 @@ impl TcpRx {
     }
 
     /// An outgoing connection is readable: its peer never writes to it, so this is
-    /// the end of it (or a protocol violation).
+    /// the end of it (or a protocol violation). The end of one we closed with a
+    /// goodbye is the peer's answer to it, not a failure.
     #[cold]
     fn check_out(&mut self, id: u64) {
         if !self.outs.contains_key(&id) {
@@ -789,6 +830,7 @@ impl TcpRx {
         let mut b = [0u8; 16];
         match rustix::net::recv(&l.fd, &mut b[..], RecvFlags::DONTWAIT) {
             Err(e) if not_yet(e) || e == Errno::INTR => {}
+            Ok((0, _)) if l.idle.closing() => self.finish_out(id),
             _ => self.fail_out(id),
         }
     }
@@ -925,13 +967,13 @@ impl TcpRx {
                     }
                     // The op is not compared: a base atomic is answered by an `Ack` or
                     // an `AtomicResp` as the target sees fit; the core checks the rest.
-                    let asked = self.tracked.get(&key).is_some_and(|&(link, _)| {
-                        self.outs
-                            .get(&link)
-                            .is_some_and(|o| o.peer.designates(&peer))
-                    });
+                    let asked = self
+                        .tracked
+                        .get(&key)
+                        .and_then(|&(link, _)| self.outs.get(&link))
+                        .filter(|o| o.peer.designates(&peer));
                     // A response nobody here asked that peer for is dropped.
-                    if asked {
+                    if let Some(o) = asked {
                         if !sink.packet(
                             &hdr,
                             raw.as_bytes(),
@@ -939,9 +981,17 @@ impl TcpRx {
                         ) {
                             return Served::Refused;
                         }
+                        o.idle.answered();
                         self.tracked.remove(&key);
                         *n += 1;
                     }
+                } else if hdr.op == frame::BYE {
+                    // The owner's last frame: all it sent before was handed over.
+                    return if l.hi - l.lo == HDR_LEN {
+                        Served::Bye
+                    } else {
+                        Served::Closed
+                    };
                 } else {
                     if !sink.packet(
                         &hdr,
