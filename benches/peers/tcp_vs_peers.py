@@ -246,11 +246,14 @@ def parse(kind, field, text):
 
 # ---------------------------------------------------------------- running
 
-_port = [48000]
+# Control ports below the kernel's ephemeral range (32768 up), so that no connection's
+# local port can hold one a server is about to listen on.
+PORT_BASE = 20000
+_port = [PORT_BASE]
 
 
 def next_port():
-    _port[0] = 48000 + (_port[0] - 48000 + 1) % 1500
+    _port[0] = PORT_BASE + (_port[0] - PORT_BASE + 1) % 1500
     return _port[0]
 
 
