@@ -48,6 +48,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod cm;
 mod frame;
 pub mod name;
 pub mod transport;
@@ -150,15 +151,31 @@ impl Provider for Tcp {
 
     fn candidates() -> Vec<Info> {
         match local_addr() {
-            Ok(ip) => vec![candidate(EpType::Rdm, ip)],
+            // MSG last: the first info, what applications without hints take, stays
+            // RDM. A connection has one peer and no AV: no source addresses to
+            // report, no receive filtered by source, no receive contexts or AVs to
+            // name or share.
+            Ok(ip) => {
+                let mut msg = candidate(EpType::Msg, ip);
+                let no_av =
+                    Caps::SOURCE | Caps::DIRECTED_RECV | Caps::NAMED_RX_CTX | Caps::SHARED_AV;
+                msg.caps.remove(no_av);
+                msg.tx_attr.caps.remove(no_av);
+                msg.rx_attr.caps.remove(no_av);
+                vec![candidate(EpType::Rdm, ip), msg]
+            }
             Err(_) => Vec::new(),
         }
     }
 
     fn open(info: &Info) -> Result<TcpEp> {
-        match &info.src_addr {
-            Some(src) => TcpEp::open(name::decode_source(src)?),
-            None => TcpEp::open(SocketAddr::new(local_addr()?, 0)),
+        let at = match &info.src_addr {
+            Some(src) => name::decode_source(src)?,
+            None => SocketAddr::new(local_addr()?, 0),
+        };
+        match info.ep_attr.ep_type {
+            EpType::Msg => TcpEp::open_msg(at),
+            _ => TcpEp::open(at),
         }
     }
 

@@ -109,11 +109,11 @@ pub struct TcpPeer {
 
 /// An outgoing connection, shared by the sender (which writes it) and the receiver
 /// (which learns when it breaks).
-struct Link {
-    id: u64,
-    fd: OwnedFd,
-    peer: Name,
-    dead: AtomicBool,
+pub(crate) struct Link {
+    pub(crate) id: u64,
+    pub(crate) fd: OwnedFd,
+    pub(crate) peer: Name,
+    pub(crate) dead: AtomicBool,
 }
 
 /// A request announced to the receiver before it is written.
@@ -124,24 +124,28 @@ struct Rec {
     link: u64,
 }
 
-struct Shared {
-    me: Name,
+pub(crate) struct Shared {
+    pub(crate) me: Name,
     listener: OwnedFd,
-    epoll: OwnedFd,
+    pub(crate) epoll: OwnedFd,
     /// Outgoing connections the receiver has not adopted yet.
-    fresh: Mutex<Vec<Arc<Link>>>,
-    nfresh: AtomicUsize,
+    pub(crate) fresh: Mutex<Vec<Arc<Link>>>,
+    pub(crate) nfresh: AtomicUsize,
     /// Outgoing connections with bytes queued: progress flushes while non-zero.
     held: AtomicUsize,
     /// Records in the track queue, so the sender never blocks on it.
     queued: AtomicUsize,
-    next_id: AtomicU64,
+    pub(crate) next_id: AtomicU64,
     closed: AtomicBool,
     wake: Wake,
+    /// An MSG endpoint: it listens nowhere and has at most the one connection that
+    /// connection management made ([`crate::cm`]).
+    pub(crate) msg: bool,
+    pub(crate) conn: crate::cm::Conn,
 }
 
 impl Shared {
-    fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
+    pub(crate) fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
         self.fresh.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -151,7 +155,7 @@ type Queue = (Option<SyncSender<Rec>>, Option<Receiver<Rec>>);
 
 /// The transport of one tcp endpoint.
 pub struct TcpEp {
-    sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
     raw: Raw,
     queue: Mutex<Queue>,
     watcher: Option<JoinHandle<()>>,
@@ -226,18 +230,18 @@ enum Served {
 
 /// Errors that only mean "not yet" on a non-blocking socket.
 #[inline]
-fn not_yet(e: Errno) -> bool {
+pub(crate) fn not_yet(e: Errno) -> bool {
     e == Errno::AGAIN || e == Errno::INPROGRESS || e == Errno::ALREADY || e == Errno::NOTCONN
 }
 
-fn family(a: &SocketAddr) -> AddressFamily {
+pub(crate) fn family(a: &SocketAddr) -> AddressFamily {
     match a {
         SocketAddr::V4(_) => AddressFamily::INET,
         SocketAddr::V6(_) => AddressFamily::INET6,
     }
 }
 
-fn tune(fd: &OwnedFd) {
+pub(crate) fn tune(fd: &OwnedFd) {
     use rustix::net::sockopt;
     // Small packets go out at once; the liveness settings bound how long a vanished
     // peer host goes unnoticed. Failures only lose the tuning.
@@ -249,7 +253,7 @@ fn tune(fd: &OwnedFd) {
     let _ = sockopt::set_tcp_user_timeout(fd, USER_TIMEOUT_MS);
 }
 
-fn errno_to(e: Errno) -> Error {
+pub(crate) fn errno_to(e: Errno) -> Error {
     match e {
         Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM => Error::NoMem,
         Errno::ADDRNOTAVAIL => Error::AddrNotAvail,
@@ -261,13 +265,28 @@ fn errno_to(e: Errno) -> Error {
 impl TcpEp {
     /// Opens an endpoint listening on `bind` (port 0: any free port).
     pub fn open(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, false)
+    }
+
+    /// Opens an MSG endpoint at `bind`: its socket is bound, which reserves the
+    /// address its name carries, but never listens (connection management makes its
+    /// one connection).
+    pub fn open_msg(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, true)
+    }
+
+    fn open_with(bind: SocketAddr, msg: bool) -> Result<TcpEp> {
         use rustix::net::sockopt;
         let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
         let listener = rustix::net::socket_with(family(&bind), SocketType::STREAM, flags, None)
             .map_err(errno_to)?;
-        let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        if !msg {
+            let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        }
         rustix::net::bind(&listener, &bind).map_err(errno_to)?;
-        rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        if !msg {
+            rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        }
         let local = rustix::net::getsockname(&listener).map_err(errno_to)?;
         let port = SocketAddr::try_from(local).map_err(|_| Error::Io)?.port();
         let mut addr = bind;
@@ -277,13 +296,15 @@ impl TcpEp {
             nonce: crate::fresh_nonce(),
         };
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(errno_to)?;
-        epoll::add(
-            &epoll,
-            &listener,
-            epoll::EventData::new_u64(LISTENER),
-            epoll::EventFlags::IN,
-        )
-        .map_err(errno_to)?;
+        if !msg {
+            epoll::add(
+                &epoll,
+                &listener,
+                epoll::EventData::new_u64(LISTENER),
+                epoll::EventFlags::IN,
+            )
+            .map_err(errno_to)?;
+        }
         let sh = Arc::new(Shared {
             me,
             listener,
@@ -295,6 +316,8 @@ impl TcpEp {
             next_id: AtomicU64::new(LISTENER + 1),
             closed: AtomicBool::new(false),
             wake: Wake::default(),
+            msg,
+            conn: crate::cm::Conn::default(),
         });
         let w = sh.clone();
         let watcher = std::thread::Builder::new()
@@ -338,6 +361,18 @@ impl TcpTx {
     fn link_slow(&mut self, to: &TcpPeer) -> Result<usize> {
         let i = match self.index.get(&to.raw) {
             Some(&i) => i,
+            // An MSG endpoint sends only on the connection it made or accepted.
+            None if self.sh.msg => {
+                let link = crate::cm::link(&self.sh, &to.raw).ok_or(Error::HostUnreach)?;
+                self.links.push(TxLink {
+                    key: to.raw,
+                    link,
+                    out: Vec::new(),
+                    sent: 0,
+                });
+                self.index.insert(to.raw, self.links.len() - 1);
+                self.links.len() - 1
+            }
             None => {
                 if self.gone.contains(&to.raw) {
                     return Err(Error::HostUnreach);
@@ -419,7 +454,7 @@ impl TcpTx {
 
 /// Marks an outgoing connection broken and shuts it down, so that the receiver's
 /// epoll reports it and the peer sees it end.
-fn kill(link: &Link) {
+pub(crate) fn kill(link: &Link) {
     link.dead.store(true, Ordering::Release);
     let _ = rustix::net::shutdown(&link.fd, rustix::net::Shutdown::Both);
 }
@@ -485,7 +520,7 @@ impl Transport for TcpEp {
     type Direct = Absent;
     type HeldBack = TcpEp;
     type RemoteWake = TcpEp;
-    type Cm = Absent;
+    type Cm = TcpEp;
 
     fn name(&self) -> &[u8] {
         self.raw.as_bytes()
@@ -580,6 +615,7 @@ impl Transport for TcpEp {
     }
 
     fn shutdown(&self) {
+        crate::cm::close(&self.sh);
         self.sh.closed.store(true, Ordering::Release);
         let _ = rustix::net::shutdown(&self.sh.listener, rustix::net::Shutdown::Both);
     }
@@ -673,7 +709,7 @@ impl TcpRx {
                         l.in_busy = true;
                         self.busy.push(id);
                     }
-                } else {
+                } else if !(self.sh.msg && self.adopt_conn(id)) {
                     self.check_out(id);
                 }
             }
@@ -718,6 +754,31 @@ impl TcpRx {
 
     fn adopt(&mut self) {
         adopt(&self.sh, &mut self.outs);
+    }
+
+    /// Takes up the connection `id` of an MSG endpoint, which connection management
+    /// made and handed over with its handshake done: read like an accepted connection
+    /// whose hello passed, and written by the sender as an outgoing one.
+    #[cold]
+    fn adopt_conn(&mut self, id: u64) -> bool {
+        let Some((fd, peer)) = crate::cm::take_in(&self.sh, id) else {
+            return false;
+        };
+        self.adopt();
+        self.ins.insert(
+            id,
+            InLink {
+                fd,
+                peer: Some((peer, peer.raw())),
+                buf: vec![0u8; RX_BUF],
+                lo: 0,
+                hi: 0,
+                deadline: Instant::now(),
+                in_busy: true,
+            },
+        );
+        self.busy.push(id);
+        true
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
@@ -821,6 +882,10 @@ impl TcpRx {
         let Some(l) = self.ins.remove(&id) else {
             return;
         };
+        if self.sh.msg {
+            // Why it ended is read off the socket before the teardown below.
+            crate::cm::closing(&self.sh, id, &l.fd);
+        }
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
         match l.peer {
