@@ -1,4 +1,5 @@
-//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) endpoints between hosts.
+//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) and connected (MSG)
+//! endpoints between hosts.
 //!
 //! An endpoint listens on one TCP socket; its name ([`name`]) is the socket address
 //! peers connect to, laid out as a C `sockaddr_in` or `sockaddr_in6`, with a nonce
@@ -36,7 +37,13 @@
 //! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
 //! none: any) on an address of this host.
 //!
-//! Not supported yet: MSG endpoints, idle-connection reaping, receiving a large
+//! **MSG endpoints** (`fi_cm`): a passive endpoint listens on a socket at its
+//! `src_addr` (or the interface above, any port); connect, accept and reject carry up
+//! to 256 bytes of connection data, and one socket then carries both directions of
+//! the connection with the RDM path's framing, flow control and checks (see [`cm`]).
+//! The getinfo list has the MSG info after the RDM one.
+//!
+//! Not supported yet: idle-connection reaping, receiving a large
 //! message straight into the posted buffer (it is staged once, within a bounded
 //! budget).
 //!
