@@ -56,6 +56,8 @@
 #![deny(unsafe_code)]
 
 pub mod cm;
+mod cm_wire;
+mod conn;
 mod frame;
 pub mod name;
 pub mod transport;

@@ -57,6 +57,7 @@ use rustix::net::{
     AddressFamily, RecvFlags, SendAncillaryBuffer, SendFlags, SocketFlags, SocketType,
 };
 
+use crate::conn::{Conn, LinkEnd};
 use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
 use crate::wake::Wake;
@@ -116,6 +117,16 @@ pub(crate) struct Link {
     pub(crate) dead: AtomicBool,
 }
 
+impl LinkEnd for Link {
+    fn key(&self) -> Raw {
+        self.peer.raw()
+    }
+
+    fn end(&self) {
+        kill(self);
+    }
+}
+
 /// A request announced to the receiver before it is written.
 struct Rec {
     tx_idx: u16,
@@ -139,9 +150,9 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     wake: Wake,
     /// An MSG endpoint: it listens nowhere and has at most the one connection that
-    /// connection management made ([`crate::cm`]).
+    /// connection management made.
     pub(crate) msg: bool,
-    pub(crate) conn: crate::cm::Conn,
+    pub(crate) conn: Conn<Link>,
 }
 
 impl Shared {
@@ -317,7 +328,7 @@ impl TcpEp {
             closed: AtomicBool::new(false),
             wake: Wake::default(),
             msg,
-            conn: crate::cm::Conn::default(),
+            conn: Conn::default(),
         });
         let w = sh.clone();
         let watcher = std::thread::Builder::new()
@@ -363,7 +374,7 @@ impl TcpTx {
             Some(&i) => i,
             // An MSG endpoint sends only on the connection it made or accepted.
             None if self.sh.msg => {
-                let link = crate::cm::link(&self.sh, &to.raw).ok_or(Error::HostUnreach)?;
+                let link = self.sh.conn.link(&to.raw).ok_or(Error::HostUnreach)?;
                 self.links.push(TxLink {
                     key: to.raw,
                     link,
@@ -615,7 +626,7 @@ impl Transport for TcpEp {
     }
 
     fn shutdown(&self) {
-        crate::cm::close(&self.sh);
+        self.sh.conn.close();
         self.sh.closed.store(true, Ordering::Release);
         let _ = rustix::net::shutdown(&self.sh.listener, rustix::net::Shutdown::Both);
     }
@@ -761,7 +772,7 @@ impl TcpRx {
     /// whose hello passed, and written by the sender as an outgoing one.
     #[cold]
     fn adopt_conn(&mut self, id: u64) -> bool {
-        let Some((fd, peer)) = crate::cm::take_in(&self.sh, id) else {
+        let Some((fd, peer)) = self.sh.conn.take_in(id) else {
             return false;
         };
         self.adopt();
@@ -884,7 +895,7 @@ impl TcpRx {
         };
         if self.sh.msg {
             // Why it ended is read off the socket before the teardown below.
-            crate::cm::closing(&self.sh, id, &l.fd);
+            self.sh.conn.closing(id, &l.fd);
         }
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
