@@ -1,4 +1,5 @@
-//! The example tools (`pingpong`, `rdm_tagged_bw`, `rma_bw`) on the tcp provider between
+//! The example tools (`pingpong`, `rdm_tagged_bw`, `rma_bw`) on the tcp provider, RDM and MSG
+//! endpoints (`-e rdm|msg`), between
 //! two hosts: two network namespaces joined by a veth pair (`tests/netns/hosts.sh`), the
 //! tool's server in one (`-B port`, listening on its namespace's address through
 //! `FABRIC_TCP_IFACE`) and its client in the other (`<srv_addr> -P port`), the way a user
@@ -86,6 +87,32 @@ const CASES: &[Case] = &[
         args: &["-o", "fadd", "-W", "1", "-I", "100"],
         sizes: &[8],
         count: 100,
+    },
+    Case {
+        tool: "pingpong",
+        args: &["-e", "msg", "-m", "tagged", "-I", "50", "-c"],
+        sizes: DEFAULT_SIZES,
+        count: 50,
+    },
+    Case {
+        tool: "rdm_tagged_bw",
+        args: &["-e", "msg", "-W", "16", "-I", "128", "-w", "16"],
+        sizes: DEFAULT_SIZES,
+        count: 128,
+    },
+    Case {
+        tool: "rma_bw",
+        args: &[
+            "-e", "msg", "-o", "write", "-S", "64k", "-W", "8", "-I", "64",
+        ],
+        sizes: &[64 << 10],
+        count: 64,
+    },
+    Case {
+        tool: "rma_bw",
+        args: &["-e", "msg", "-o", "read", "-S", "4k", "-W", "8", "-I", "64"],
+        sizes: &[4 << 10],
+        count: 64,
     },
 ];
 

@@ -13,7 +13,7 @@ per-side medians over the rounds, and the ratios from those medians of the same 
 Sides (each metric runs the ones that have it):
   ours       target/release/examples/{pingpong,rdm_tagged_bw} -p tcp --json, as server
              (-B port) and client (-P port addr), FABRIC_TCP_IFACE set per side.
-             OURS_EPS below lists our endpoint types: MSG endpoints are one more line.
+             OURS_EPS below lists our endpoint types (ours: RDM, ours_msg: MSG).
   fi_msg     fi_pingpong -p tcp -e msg (latency)
   fi_rdm     fi_pingpong -p tcp -e rdm (latency; libfabric 1.17 has no native tcp RDM
              endpoint, so this resolves to tcp;ofi_rxm, as fi_pingpong -v shows)
@@ -68,11 +68,10 @@ LAT_ITERS = 10000
 FLOOR_LAT_ITERS = 20000
 SOCKPERF_MIN = 14
 
-# Our endpoint types: side name -> extra options per tool. MSG endpoints, once the tools
-# take `-e msg`, are one more line:
-#   "ours_msg": {"pingpong": ["-e", "msg"], "rdm_tagged_bw": ["-e", "msg"]},
+# Our endpoint types: side name -> extra options per tool.
 OURS_EPS = {
     "ours": {"pingpong": ["-e", "rdm"], "rdm_tagged_bw": []},
+    "ours_msg": {"pingpong": ["-e", "msg"], "rdm_tagged_bw": ["-e", "msg"]},
 }
 PEERS = ("fi_msg", "fi_rdm", "fi_rxm", "ucx")
 REFERENCES = ("sockperf", "floor")

@@ -1,4 +1,5 @@
-//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) endpoints between hosts.
+//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) and connected (MSG)
+//! endpoints between hosts.
 //!
 //! An endpoint listens on one TCP socket; its name ([`name`]) is the socket address
 //! peers connect to, laid out as a C `sockaddr_in` or `sockaddr_in6`, with a nonce
@@ -49,8 +50,14 @@
 //! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
 //! none: any) on an address of this host.
 //!
-//! Not supported yet: MSG endpoints, receiving a large message straight into the
-//! posted buffer (it is staged once, within a bounded budget).
+//! **MSG endpoints** (`fi_cm`): a passive endpoint listens on a socket at its
+//! `src_addr` (or the interface above, any port); connect, accept and reject carry up
+//! to 256 bytes of connection data, and one socket then carries both directions of
+//! the connection with the RDM path's framing, flow control and checks (see [`cm`]).
+//! The getinfo list has the MSG info after the RDM one.
+//!
+//! Not supported yet: receiving a large message straight into the posted buffer (it
+//! is staged once, within a bounded budget).
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -60,6 +67,9 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod cm;
+mod cm_wire;
+mod conn;
 mod frame;
 pub mod name;
 pub mod transport;
@@ -165,15 +175,31 @@ impl Provider for Tcp {
 
     fn candidates() -> Vec<Info> {
         match local_addr() {
-            Ok(ip) => vec![candidate(EpType::Rdm, ip)],
+            // MSG last: the first info, what applications without hints take, stays
+            // RDM. A connection has one peer and no AV: no source addresses to
+            // report, no receive filtered by source, no receive contexts or AVs to
+            // name or share.
+            Ok(ip) => {
+                let mut msg = candidate(EpType::Msg, ip);
+                let no_av =
+                    Caps::SOURCE | Caps::DIRECTED_RECV | Caps::NAMED_RX_CTX | Caps::SHARED_AV;
+                msg.caps.remove(no_av);
+                msg.tx_attr.caps.remove(no_av);
+                msg.rx_attr.caps.remove(no_av);
+                vec![candidate(EpType::Rdm, ip), msg]
+            }
             Err(_) => Vec::new(),
         }
     }
 
     fn open(info: &Info) -> Result<TcpEp> {
-        match &info.src_addr {
-            Some(src) => TcpEp::open(name::decode_source(src)?),
-            None => TcpEp::open(SocketAddr::new(local_addr()?, 0)),
+        let at = match &info.src_addr {
+            Some(src) => name::decode_source(src)?,
+            None => SocketAddr::new(local_addr()?, 0),
+        };
+        match info.ep_attr.ep_type {
+            EpType::Msg => TcpEp::open_msg(at),
+            _ => TcpEp::open(at),
         }
     }
 

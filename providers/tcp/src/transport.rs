@@ -60,6 +60,7 @@ use rustix::net::{
     AddressFamily, RecvFlags, SendAncillaryBuffer, SendFlags, SocketFlags, SocketType,
 };
 
+use crate::conn::{Conn, LinkEnd};
 use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
 use crate::wake::Wake;
@@ -115,12 +116,35 @@ pub struct TcpPeer {
 
 /// An outgoing connection, shared by the sender (which writes it) and the receiver
 /// (which learns when it breaks).
-struct Link {
-    id: u64,
-    fd: OwnedFd,
-    peer: Name,
-    dead: AtomicBool,
+pub(crate) struct Link {
+    pub(crate) id: u64,
+    pub(crate) fd: OwnedFd,
+    pub(crate) peer: Name,
+    pub(crate) dead: AtomicBool,
     idle: idle::LinkIdle,
+}
+
+impl Link {
+    /// A connection to `peer` on `fd`, known to the endpoint's epoll set as `id`.
+    pub(crate) fn new(id: u64, fd: OwnedFd, peer: Name) -> Link {
+        Link {
+            id,
+            fd,
+            peer,
+            dead: AtomicBool::new(false),
+            idle: idle::LinkIdle::default(),
+        }
+    }
+}
+
+impl LinkEnd for Link {
+    fn key(&self) -> Raw {
+        self.peer.raw()
+    }
+
+    fn end(&self) {
+        kill(self);
+    }
 }
 
 /// A request announced to the receiver before it is written.
@@ -131,25 +155,29 @@ struct Rec {
     link: u64,
 }
 
-struct Shared {
-    me: Name,
+pub(crate) struct Shared {
+    pub(crate) me: Name,
     listener: OwnedFd,
-    epoll: OwnedFd,
+    pub(crate) epoll: OwnedFd,
     /// Outgoing connections the receiver has not adopted yet.
-    fresh: Mutex<Vec<Arc<Link>>>,
-    nfresh: AtomicUsize,
+    pub(crate) fresh: Mutex<Vec<Arc<Link>>>,
+    pub(crate) nfresh: AtomicUsize,
     /// Outgoing connections with bytes queued: progress flushes while non-zero.
     held: AtomicUsize,
     /// Records in the track queue, so the sender never blocks on it.
     queued: AtomicUsize,
-    next_id: AtomicU64,
+    pub(crate) next_id: AtomicU64,
     closed: AtomicBool,
     wake: Wake,
     idle: idle::Timer,
+    /// An MSG endpoint: it listens nowhere and has at most the one connection that
+    /// connection management made.
+    pub(crate) msg: bool,
+    pub(crate) conn: Conn<Link>,
 }
 
 impl Shared {
-    fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
+    pub(crate) fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
         self.fresh.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -159,7 +187,7 @@ type Queue = (Option<SyncSender<Rec>>, Option<Receiver<Rec>>);
 
 /// The transport of one tcp endpoint.
 pub struct TcpEp {
-    sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
     raw: Raw,
     queue: Mutex<Queue>,
     watcher: Option<JoinHandle<()>>,
@@ -238,18 +266,18 @@ enum Served {
 
 /// Errors that only mean "not yet" on a non-blocking socket.
 #[inline]
-fn not_yet(e: Errno) -> bool {
+pub(crate) fn not_yet(e: Errno) -> bool {
     e == Errno::AGAIN || e == Errno::INPROGRESS || e == Errno::ALREADY || e == Errno::NOTCONN
 }
 
-fn family(a: &SocketAddr) -> AddressFamily {
+pub(crate) fn family(a: &SocketAddr) -> AddressFamily {
     match a {
         SocketAddr::V4(_) => AddressFamily::INET,
         SocketAddr::V6(_) => AddressFamily::INET6,
     }
 }
 
-fn tune(fd: &OwnedFd) {
+pub(crate) fn tune(fd: &OwnedFd) {
     use rustix::net::sockopt;
     // Small packets go out at once; the liveness settings bound how long a vanished
     // peer host goes unnoticed. Failures only lose the tuning.
@@ -261,7 +289,7 @@ fn tune(fd: &OwnedFd) {
     let _ = sockopt::set_tcp_user_timeout(fd, USER_TIMEOUT_MS);
 }
 
-fn errno_to(e: Errno) -> Error {
+pub(crate) fn errno_to(e: Errno) -> Error {
     match e {
         Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM => Error::NoMem,
         Errno::ADDRNOTAVAIL => Error::AddrNotAvail,
@@ -273,13 +301,28 @@ fn errno_to(e: Errno) -> Error {
 impl TcpEp {
     /// Opens an endpoint listening on `bind` (port 0: any free port).
     pub fn open(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, false)
+    }
+
+    /// Opens an MSG endpoint at `bind`: its socket is bound, which reserves the
+    /// address its name carries, but never listens (connection management makes its
+    /// one connection).
+    pub fn open_msg(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, true)
+    }
+
+    fn open_with(bind: SocketAddr, msg: bool) -> Result<TcpEp> {
         use rustix::net::sockopt;
         let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
         let listener = rustix::net::socket_with(family(&bind), SocketType::STREAM, flags, None)
             .map_err(errno_to)?;
-        let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        if !msg {
+            let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        }
         rustix::net::bind(&listener, &bind).map_err(errno_to)?;
-        rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        if !msg {
+            rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        }
         let local = rustix::net::getsockname(&listener).map_err(errno_to)?;
         let port = SocketAddr::try_from(local).map_err(|_| Error::Io)?.port();
         let mut addr = bind;
@@ -289,13 +332,15 @@ impl TcpEp {
             nonce: crate::fresh_nonce(),
         };
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(errno_to)?;
-        epoll::add(
-            &epoll,
-            &listener,
-            epoll::EventData::new_u64(LISTENER),
-            epoll::EventFlags::IN,
-        )
-        .map_err(errno_to)?;
+        if !msg {
+            epoll::add(
+                &epoll,
+                &listener,
+                epoll::EventData::new_u64(LISTENER),
+                epoll::EventFlags::IN,
+            )
+            .map_err(errno_to)?;
+        }
         let idle = idle::Timer::open(&epoll)?;
         let sh = Arc::new(Shared {
             me,
@@ -309,6 +354,8 @@ impl TcpEp {
             closed: AtomicBool::new(false),
             wake: Wake::default(),
             idle,
+            msg,
+            conn: Conn::default(),
         });
         let w = sh.clone();
         let watcher = std::thread::Builder::new()
@@ -352,6 +399,19 @@ impl TcpTx {
     fn link_slow(&mut self, to: &TcpPeer) -> Result<usize> {
         let i = match self.index.get(&to.raw) {
             Some(&i) => i,
+            // An MSG endpoint sends only on the connection it made or accepted.
+            None if self.sh.msg => {
+                let link = self.sh.conn.link(&to.raw).ok_or(Error::HostUnreach)?;
+                self.links.push(TxLink {
+                    key: to.raw,
+                    link,
+                    out: Vec::new(),
+                    sent: 0,
+                    idle: idle::Use::default(),
+                });
+                self.index.insert(to.raw, self.links.len() - 1);
+                self.links.len() - 1
+            }
             None => {
                 if self.gone.contains(&to.raw) {
                     return Err(Error::HostUnreach);
@@ -445,7 +505,7 @@ impl TxLink {
 
 /// Marks an outgoing connection broken and shuts it down, so that the receiver's
 /// epoll reports it and the peer sees it end.
-fn kill(link: &Link) {
+pub(crate) fn kill(link: &Link) {
     link.dead.store(true, Ordering::Release);
     let _ = rustix::net::shutdown(&link.fd, rustix::net::Shutdown::Both);
 }
@@ -472,13 +532,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
     )
     .map_err(|_| Error::Again)?;
-    let link = Arc::new(Link {
-        id,
-        fd,
-        peer: to.name,
-        dead: AtomicBool::new(false),
-        idle: idle::LinkIdle::default(),
-    });
+    let link = Arc::new(Link::new(id, fd, to.name));
     {
         let mut f = sh.fresh();
         f.push(link.clone());
@@ -513,7 +567,7 @@ impl Transport for TcpEp {
     type Direct = Absent;
     type HeldBack = TcpEp;
     type RemoteWake = TcpEp;
-    type Cm = Absent;
+    type Cm = TcpEp;
 
     fn name(&self) -> &[u8] {
         self.raw.as_bytes()
@@ -613,6 +667,7 @@ impl Transport for TcpEp {
     }
 
     fn shutdown(&self) {
+        self.sh.conn.close();
         self.sh.closed.store(true, Ordering::Release);
         let _ = rustix::net::shutdown(&self.sh.listener, rustix::net::Shutdown::Both);
     }
@@ -709,7 +764,7 @@ impl TcpRx {
                     }
                 } else if id == idle::TIMER {
                     self.tick();
-                } else {
+                } else if !(self.sh.msg && self.adopt_conn(id)) {
                     self.check_out(id);
                 }
             }
@@ -758,6 +813,31 @@ impl TcpRx {
 
     fn adopt(&mut self) {
         adopt(&self.sh, &mut self.outs);
+    }
+
+    /// Takes up the connection `id` of an MSG endpoint, which connection management
+    /// made and handed over with its handshake done: read like an accepted connection
+    /// whose hello passed, and written by the sender as an outgoing one.
+    #[cold]
+    fn adopt_conn(&mut self, id: u64) -> bool {
+        let Some((fd, peer)) = self.sh.conn.take_in(id) else {
+            return false;
+        };
+        self.adopt();
+        self.ins.insert(
+            id,
+            InLink {
+                fd,
+                peer: Some((peer, peer.raw())),
+                buf: vec![0u8; RX_BUF],
+                lo: 0,
+                hi: 0,
+                deadline: Instant::now(),
+                in_busy: true,
+            },
+        );
+        self.busy.push(id);
+        true
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
@@ -863,6 +943,10 @@ impl TcpRx {
         let Some(l) = self.ins.remove(&id) else {
             return;
         };
+        if self.sh.msg {
+            // Why it ended is read off the socket before the teardown below.
+            self.sh.conn.closing(id, &l.fd);
+        }
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
         match l.peer {

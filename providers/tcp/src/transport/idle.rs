@@ -408,10 +408,13 @@ impl TcpTx {
         self.set_timer(want);
     }
 
-    /// Whether connection `i` has nothing queued and nothing awaiting a response.
+    /// Whether connection `i` may be closed: it has nothing queued and nothing awaiting
+    /// a response.
     fn quiet(&self, i: usize) -> bool {
         let l = &self.links[i];
-        !l.queued()
+        // An MSG endpoint's one connection is the user's: only `fi_shutdown` ends it.
+        !self.sh.msg
+            && !l.queued()
             && !l.link.dead.load(Ordering::Acquire)
             && l.idle.asked == l.link.idle.answered.load(Ordering::Acquire)
     }
