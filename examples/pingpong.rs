@@ -121,15 +121,6 @@ struct Opts {
     json: bool,
 }
 
-fn parse_ep_type(s: &str) -> Res<EpType> {
-    match s.to_ascii_lowercase().as_str() {
-        "msg" => Ok(EpType::Msg),
-        "rdm" => Ok(EpType::Rdm),
-        "dgram" => Ok(EpType::Dgram),
-        _ => Err(Failure::usage(format!("Unknown endpoint : {s}"))),
-    }
-}
-
 fn parse_mode(s: &str) -> Res<bool> {
     match s.to_ascii_lowercase().as_str() {
         "msg" => Ok(false),
@@ -147,7 +138,7 @@ impl Opts {
         Ok(Opts {
             setup,
             domain: a.domain.clone(),
-            ep_type: parse_ep_type(&a.ep_type)?,
+            ep_type: common::parse_ep_type(&a.ep_type, &[EpType::Msg, EpType::Rdm, EpType::Dgram])?,
             tagged: parse_mode(&a.mode)?,
             iterations: a.iterations,
             sizes: a.size.as_deref().map_or(Ok(Sizes::Default), parse_size)?,
@@ -284,9 +275,12 @@ impl<'o, P: Provider> Side<'o, P> {
         client: bool,
     ) -> Res<Side<'o, P>> {
         let max = tx_size(info, opts);
+        // The peer sends nothing before the first size's sync: the receive posted
+        // after the connection is in time.
+        let (o, peer) = Objects::<P>::establish(info, ctrl, client, watch)?;
         let mut side = Side {
-            o: Objects::<P>::open(info)?,
-            peer: FiAddr::UNSPEC,
+            o,
+            peer,
             inject_size: info.tx_attr.inject_size,
             opts,
             watch,
@@ -298,14 +292,12 @@ impl<'o, P: Provider> Side<'o, P> {
             rx: vec![0; max.max(MIN_RX)],
         };
         side.post_rx()?;
-        side.peer = side.o.connect(ctrl, client)?;
         opts.debug(format_args!(
             "{}: endpoint {} talks to {}",
             if client { "CLIENT" } else { "SERVER" },
             side.o.av.straddr(&side.o.ep.name()),
             side.o
-                .av
-                .lookup(side.peer)
+                .peer_name(side.peer)
                 .map_or_else(|_| "?".into(), |n| side.o.av.straddr(&n))
         ));
         Ok(side)
@@ -463,27 +455,14 @@ fn tx_size(info: &Info, opts: &Opts) -> usize {
 
 /// `pp_getinfo`: the info of provider `P`'s stack for the options.
 fn getinfo_for<P: Provider>(opts: &Opts) -> Res<Info> {
-    if opts.ep_type == EpType::Msg {
-        return Err(Failure::new(
-            Error::NotSupported,
-            format!(
-                "fi_endpoint(): ret=-{} ({}): FI_EP_MSG endpoints are not supported by \
-                 the {} provider (they come with tcp); use -e rdm or -e dgram",
-                Error::NotSupported.code(),
-                Error::NotSupported.as_str(),
-                P::NAME
-            ),
-        ));
-    }
     let mut hints = Hints::new()
         .caps(if opts.tagged { Caps::TAGGED } else { Caps::MSG })
-        .ep_type(opts.ep_type)
         .prov_name(P::NAME);
     // Hints hold `&'static str` names; one per run, so leaking is bounded.
     if let Some(d) = &opts.domain {
         hints = hints.domain_name(Box::leak(d.clone().into_boxed_str()));
     }
-    let info = common::getinfo_first::<P>(&hints)?;
+    let info = common::getinfo_ep::<P>(hints, opts.ep_type)?;
     if let Sizes::One(n) = opts.sizes {
         if n > info.ep_attr.max_msg_size {
             return Err(Failure::new(
@@ -642,10 +621,10 @@ mod tests {
 
     #[test]
     fn msg_endpoints_and_unknown_providers_fail_clearly() {
-        let o = opts(&["-e", "msg", "-p", "loopback"]).unwrap();
-        let e = getinfo_for::<fabric_loopback::Loopback>(&o).unwrap_err();
+        let o = opts(&["-e", "msg", "-p", "shm"]).unwrap();
+        let e = getinfo_for::<fabric_shm::Shm>(&o).unwrap_err();
         assert_eq!(e.code, Error::NotSupported.code());
-        assert!(e.msg.contains("FI_EP_MSG") && e.msg.contains("tcp"));
+        assert!(e.msg.contains("FI_EP_MSG") && e.msg.contains("-e rdm"));
         let e = opts(&["-p", "verbs"]).unwrap_err();
         assert_eq!(e.msg, "fi_getinfo(): ret=-61 (No data available)");
         assert_eq!(e.code, 61);

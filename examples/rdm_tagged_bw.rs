@@ -277,11 +277,8 @@ impl Tool for TaggedBw<'_> {
         report: &mut dyn FnMut(Perf) -> Res<()>,
     ) -> Res<()> {
         let bw = &self.opts.bw;
-        let hints = Hints::new()
-            .caps(Caps::TAGGED)
-            .ep_type(EpType::Rdm)
-            .prov_name(P::NAME);
-        let info = common::getinfo_first::<P>(&hints)?;
+        let hints = Hints::new().caps(Caps::TAGGED).prov_name(P::NAME);
+        let info = common::getinfo_ep::<P>(hints, bw.ep_type)?;
         let queue = info.tx_attr.size.min(info.rx_attr.size);
         if bw.window > queue {
             return Err(Failure::usage(format!(
@@ -306,8 +303,7 @@ impl Tool for TaggedBw<'_> {
         // buffer is warm after its warm-up messages).
         let slots = if self.opts.rx_slots { bw.window } else { 1 };
         let mut rx = vec![0xa5u8; if client { 0 } else { max * slots }];
-        let o = Objects::<P>::open(&info)?;
-        let peer = o.connect(ctrl, client)?;
+        let (o, peer) = Objects::<P>::establish(&info, ctrl, client, watch)?;
         let run = Run {
             o: &o,
             watch,

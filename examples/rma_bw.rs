@@ -389,11 +389,8 @@ impl Tool for RmaBw<'_> {
         if op == Op::FetchAdd {
             caps |= Caps::ATOMIC;
         }
-        let hints = Hints::new()
-            .caps(caps)
-            .ep_type(EpType::Rdm)
-            .prov_name(P::NAME);
-        let info = common::getinfo_first::<P>(&hints)?;
+        let hints = Hints::new().caps(caps).prov_name(P::NAME);
+        let info = common::getinfo_ep::<P>(hints, bw.ep_type)?;
         if bw.window > info.tx_attr.size {
             return Err(Failure::usage(format!(
                 "-W {}: larger than the provider's transmit queue ({})",
@@ -418,8 +415,7 @@ impl Tool for RmaBw<'_> {
         let mut done = [0u8; 8];
         common::fill(&mut target, 0);
         common::fill(&mut src, 0);
-        let o = Objects::<P>::open(&info)?;
-        let peer = o.connect(ctrl, client)?;
+        let (o, peer) = Objects::<P>::establish(&info, ctrl, client, watch)?;
         if client {
             let [addr, key, len] = ctrl.recv_u64s::<3>()?;
             let remote = Remote { addr, key, len };
@@ -443,7 +439,7 @@ impl Tool for RmaBw<'_> {
                     0
                 },
                 rkey: if self.opts.rkey {
-                    let name = o.av.lookup(peer).call("fi_av_lookup")?;
+                    let name = o.peer_name(peer)?;
                     P::attach(&name, key)?
                 } else {
                     None

@@ -20,7 +20,10 @@ use fabric::prelude::*;
 use fabric_tcp::IFACE_ENV;
 
 mod tcp_common;
-use tcp_common::{hex, node, pattern, post_send, spin, unhex, Node, DEADLINE};
+use tcp_common::{
+    eq_event, hex, msg_info, msg_listener, msg_node, node, pattern, post_send, spin, unhex, Node,
+    DEADLINE,
+};
 
 /// The bound within which the client's requests waiting on the killed server complete
 /// in error, counted from the client learning of the kill.
@@ -94,6 +97,8 @@ fn child_entry() {
     match std::env::var(CHILD_ENV).as_deref() {
         Ok("server") => server(),
         Ok("client") => client(),
+        Ok("msg_server") => msg_server(),
+        Ok("msg_client") => msg_client(),
         _ => {}
     }
 }
@@ -215,6 +220,89 @@ fn client() {
         Err(Error::HostUnreach)
     );
     report(format_args!("FAILED_IN_US {}", took.as_micros()));
+}
+
+/// The MSG server: a passive endpoint on its namespace's address; accepts the client
+/// with its region's address and key as the accept's connection data, echoes the
+/// client's tagged messages, checks the client's RMA write and refills the region for
+/// its read, then waits for the client's shutdown.
+fn msg_server() {
+    let mut region = vec![0u8; REGION];
+    let (_fabric, pep, leq) = msg_listener();
+    report(format_args!("NAME {}", hex(&pep.name())));
+    let req = eq_event(&leq, EqEvent::ConnReq);
+    let (n, eq) = msg_node(&req.conn.unwrap());
+    let attr = MrAttr {
+        access: MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        offset: 0,
+        requested_key: 0x78,
+        context: 0,
+    };
+    let mr = n.domain.mr_reg(&mut region, &attr).unwrap();
+    let data = format!("{}:{}", mr.remote_addr(), mr.key());
+    n.ep.accept(data.as_bytes()).unwrap();
+    eq_event(&eq, EqEvent::Connected);
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..MESSAGES {
+        let len = recv(&n, &mut buf, 100 + i);
+        assert_eq!(len, msg_len(i));
+        assert!(buf[..len] == pattern(len, i)[..], "message {i} differs");
+        send(&n, &pattern(len, 1000 + i), FiAddr::UNSPEC, 200 + i);
+    }
+    recv(&n, &mut buf, 3);
+    let mut seen = vec![0u8; REGION];
+    mr.read(0, &mut seen).unwrap();
+    assert!(seen == pattern(REGION, 7), "the client's RMA write differs");
+    mr.write(0, &pattern(REGION, 8)).unwrap();
+    send(&n, b"refilled", FiAddr::UNSPEC, 4);
+    recv(&n, &mut buf, 5);
+    eq_event(&eq, EqEvent::Shutdown);
+    assert_eq!(n.ep.peer(), Err(Error::NotConn));
+    report(format_args!("SHUTDOWN"));
+}
+
+/// The MSG client: connects across the veth pair, tagged messages both ways, RMA
+/// write and read of the server's region (named by the accept's data), then
+/// `fi_shutdown`.
+fn msg_client() {
+    let mut got = vec![0u8; REGION];
+    let (n, eq) = msg_node(&msg_info());
+    n.ep.connect(&unhex(&std::env::var(SERVER_ENV).unwrap()), b"msg client")
+        .unwrap();
+    let up = eq_event(&eq, EqEvent::Connected);
+    let region = String::from_utf8(up.info.unwrap()).unwrap();
+    let (base, key) = region.split_once(':').unwrap();
+    let (base, key): (u64, u64) = (base.parse().unwrap(), key.parse().unwrap());
+    let peer = fabric_tcp::Name::decode(&n.ep.peer().unwrap()).unwrap();
+    assert_eq!(peer.addr.ip().to_string(), ADDRS[0]);
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..MESSAGES {
+        send(&n, &pattern(msg_len(i), i), FiAddr::UNSPEC, 100 + i);
+        let len = recv(&n, &mut buf, 200 + i);
+        assert_eq!(len, msg_len(i));
+        assert!(buf[..len] == pattern(len, 1000 + i)[..], "echo {i} differs");
+    }
+    let mine = pattern(REGION, 7);
+    n.ep.write(&mine, FiAddr::UNSPEC, base, key, Context(10))
+        .unwrap();
+    done(&n, 10);
+    // SAFETY: `got` outlives the read, looked at only after its completion.
+    unsafe { n.ep.read(&mut got, FiAddr::UNSPEC, base, key, Context(11)) }.unwrap();
+    done(&n, 11);
+    assert!(got == mine, "RMA read after write differs");
+    send(&n, b"written", FiAddr::UNSPEC, 3);
+    recv(&n, &mut buf, 4);
+    // SAFETY: as above.
+    unsafe { n.ep.read(&mut got, FiAddr::UNSPEC, base, key, Context(12)) }.unwrap();
+    done(&n, 12);
+    assert!(
+        got == pattern(REGION, 8),
+        "RMA read of the server's data differs"
+    );
+    send(&n, b"read", FiAddr::UNSPEC, 5);
+    n.ep.shutdown().unwrap();
+    assert_eq!(n.ep.peer(), Err(Error::NotConn));
+    report(format_args!("VERIFIED"));
 }
 
 // ---------------------------------------------------------------------------------
@@ -382,4 +470,29 @@ fn tagged_rma_and_sigkill_across_a_veth_pair() {
         "pending requests failed {us} us after the kill notice; whole run {:?}",
         start.elapsed()
     );
+}
+
+/// MSG endpoints between the two hosts: connect across the veth pair (the server's
+/// region named by the accept's connection data), tagged messages both ways, RMA write
+/// and read, then the client's `fi_shutdown`, which the server sees as `FI_SHUTDOWN`.
+#[test]
+fn msg_connection_across_a_veth_pair() {
+    let Some(mut hosts) = Hosts::up() else {
+        return;
+    };
+    let start = Instant::now();
+    let (srv, _srv_in, srv_out) = hosts.spawn(0, "msg_server", &[]);
+    let name = expect(&srv_out, "server", "NAME");
+    let at = fabric_tcp::Name::decode(&unhex(&name)).unwrap().addr;
+    assert_eq!(
+        at.ip().to_string(),
+        ADDRS[0],
+        "the passive endpoint's address"
+    );
+    let (cli, _cli_in, cli_out) = hosts.spawn(1, "msg_client", &[(SERVER_ENV, name)]);
+    expect(&cli_out, "client", "VERIFIED");
+    expect(&srv_out, "server", "SHUTDOWN");
+    assert!(hosts.wait(cli), "the client failed");
+    assert!(hosts.wait(srv), "the server failed");
+    eprintln!("MSG run across the veth pair: {:?}", start.elapsed());
 }

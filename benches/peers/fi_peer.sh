@@ -4,12 +4,20 @@
 #
 #   benches/peers/fi_peer.sh -t tagged|write|read|fadd -S size [-W window] [-I iters]
 #                            [-w warmup_windows] [-p provider]
+#   benches/peers/fi_peer.sh -s [-b addr] [-P port] [test options]   # target (server)
+#   benches/peers/fi_peer.sh [-b addr] [-P port] [test options] <srv_addr>  # initiator
 #   benches/peers/fi_peer.sh --build      # only compile, print the binary's path
 #
 # The C program below is compiled once against the installed libfabric (needs cc and
 # libfabric-dev) into $FI_PEER_DIR (default: <repo>/target/peers). One run forks: the
 # child is the target/receiver, the parent the initiator; they exchange endpoint names,
 # buffer address and MR key over pipes, then use the provider's RDM endpoints only.
+# Between hosts (network providers such as tcp), `-s` runs the target alone: it listens
+# for the initiator's control connection on port -P (default 47610; it prints
+# "listening on port N"), and `<srv_addr>` runs the initiator, which connects there
+# (retrying for 5 s while the target starts); the same exchange then runs over that
+# connection. Both sides must be given the same test options. `-b addr` passes addr to
+# fi_getinfo as the source node (FI_SOURCE), so the endpoint listens on that address.
 #
 # Method (that of fabtests' ft_bw / fi_rma_bw): one `size`-byte buffer per side, reused
 # by every operation. Per window the initiator posts `window` operations (tagged send,
@@ -19,6 +27,10 @@
 # stops when the receiver's final tagged ack arrives, so the receiver having processed
 # every operation is inside the timed interval. `fadd -W 1` is the fetch-add round-trip
 # latency; `write -W 1` the write-with-local-completion latency.
+#
+# `-p` names the provider exactly: the first info whose provider name is that string is
+# used ("tcp" is the core provider's own RDM endpoint, "tcp;ofi_rxm" rxm over its MSG
+# endpoints).
 #
 # Output: one JSON line from the initiator:
 #   {"test":..,"provider":..,"bytes":..,"iters":..,"window":..,"time_s":..,
@@ -49,10 +61,12 @@ cat >/dev/null <<'C_SOURCE'
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,7 +94,8 @@ static struct {
 	unsigned long iters; /* timed windows * window, rounded up to whole windows */
 	unsigned warmup;     /* untimed windows */
 	const char *prov;
-} o = {T_TAGGED, 8, 64, 0, 0, "shm"};
+	const char *bind; /* -b: fi_getinfo's source node, or NULL */
+} o = {T_TAGGED, 8, 64, 0, 0, "shm", NULL};
 
 struct side {
 	struct fi_info *info;
@@ -240,10 +255,18 @@ static void open_side(struct side *s)
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->fabric_attr->prov_name = strdup(o.prov);
-	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &s->info);
+	struct fi_info *all;
+	ret = fi_getinfo(FI_VERSION(1, 17), o.bind, NULL, o.bind ? FI_SOURCE : 0, hints, &all);
 	if (ret)
 		die(s, "fi_getinfo", ret);
 	fi_freeinfo(hints);
+	/* The provider named exactly: "tcp" also matches "tcp;ofi_rxm", listed first. */
+	for (struct fi_info *i = all; i && !s->info; i = i->next)
+		if (!strcmp(i->fabric_attr->prov_name, o.prov))
+			s->info = fi_dupinfo(i);
+	fi_freeinfo(all);
+	if (!s->info)
+		die(s, "fi_getinfo (no info of exactly that provider)", -FI_ENODATA);
 
 	if ((ret = fi_fabric(s->info->fabric_attr, &s->fabric, NULL)))
 		die(s, "fi_fabric", ret);
@@ -415,6 +438,59 @@ static int run(struct side *s, int initiator)
 	return 0;
 }
 
+/* The control connection between hosts: the target listens on `port` and takes one
+ * initiator; the initiator connects to host:port. Blocking, like the pipes. */
+static int ctrl_socket(const char *host, const char *port)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = host ? AI_NUMERICSERV : AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai;
+	int ret = getaddrinfo(host ? host : o.bind, port, &hints, &ai);
+	if (ret) {
+		fprintf(stderr, "fi_peer: %s: %s\n", host ? host : "listen", gai_strerror(ret));
+		exit(2);
+	}
+	int fd = -1;
+	if (!host) {
+		int one = 1;
+		int lfd = socket(ai->ai_family, SOCK_STREAM, 0);
+		if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+		    bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, 1)) {
+			perror("fi_peer: listen");
+			exit(2);
+		}
+		printf("listening on port %s\n", port);
+		fflush(stdout);
+		/* A target whose initiator never comes gives up instead of hanging. */
+		struct timeval tv = {.tv_sec = 30};
+		setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			perror("fi_peer: accept");
+			exit(2);
+		}
+		close(lfd);
+	} else {
+		for (int tries = 0;; tries++) {
+			fd = socket(ai->ai_family, SOCK_STREAM, 0);
+			if (fd < 0) {
+				perror("fi_peer: socket");
+				exit(2);
+			}
+			if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+				break;
+			close(fd);
+			if (errno != ECONNREFUSED || tries >= 250) {
+				perror("fi_peer: connect");
+				exit(2);
+			}
+			usleep(20000);
+		}
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
 static size_t parse_size(const char *a)
 {
 	char *end;
@@ -433,8 +509,9 @@ static size_t parse_size(const char *a)
 
 int main(int argc, char **argv)
 {
-	int c;
-	while ((c = getopt(argc, argv, "t:S:W:I:w:p:h")) != -1) {
+	int c, server = 0;
+	const char *port = "47610";
+	while ((c = getopt(argc, argv, "t:S:W:I:w:p:b:P:sh")) != -1) {
 		switch (c) {
 		case 't':
 			if (!strcmp(optarg, "tagged")) o.test = T_TAGGED;
@@ -448,9 +525,13 @@ int main(int argc, char **argv)
 		case 'I': o.iters = strtoul(optarg, NULL, 10); break;
 		case 'w': o.warmup = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'p': o.prov = optarg; break;
+		case 'b': o.bind = optarg; break;
+		case 'P': port = optarg; break;
+		case 's': server = 1; break;
 		default:
 			fprintf(stderr, "usage: fi_peer -t tagged|write|read|fadd -S size "
-					"[-W window] [-I iters] [-w warmup_windows] [-p provider]\n");
+					"[-W window] [-I iters] [-w warmup_windows] [-p provider] "
+					"[-b addr] [-P port] [-s | srv_addr]\n");
 			return c == 'h' ? 0 : 1;
 		}
 	}
@@ -469,6 +550,18 @@ int main(int argc, char **argv)
 	if (!o.warmup)
 		o.warmup = o.size >= (1 << 20) ? 1 : 10;
 
+	const char *host = optind < argc ? argv[optind] : NULL;
+	if (optind + (host != NULL) < argc || (server && host)) {
+		fprintf(stderr, "fi_peer: a target (-s) takes no address; an initiator one\n");
+		return 1;
+	}
+	static struct side s;
+	if (server || host) {
+		s.rd = s.wr = ctrl_socket(host, port);
+		s.who = server ? "target" : "initiator";
+		return run(&s, !server);
+	}
+
 	int p2c[2], c2p[2];
 	if (pipe(p2c) || pipe(c2p)) {
 		perror("pipe");
@@ -480,7 +573,6 @@ int main(int argc, char **argv)
 		perror("fork");
 		return 2;
 	}
-	static struct side s;
 	if (pid == 0) {
 		close(p2c[1]);
 		close(c2p[0]);

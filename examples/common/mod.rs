@@ -642,18 +642,27 @@ pub struct Objects<P: Provider> {
     pub txcq: Cq<Stack<P>>,
     /// Receive completions (and remote CQ data).
     pub rxcq: Cq<Stack<P>>,
-    /// The AV, holding the peer after [`Objects::connect`].
+    /// The AV, holding the peer after [`Objects::connect`] (RDM and DGRAM; an MSG
+    /// endpoint binds none).
     pub av: AddressVector<Stack<P>>,
     /// The domain.
     pub domain: Domain<Stack<P>>,
+    /// The EQ of an MSG endpoint's connection.
+    pub eq: Option<EventQueue<Stack<P>>>,
     /// The fabric.
     pub fabric: Fabric<Stack<P>>,
 }
 
 impl<P: Provider> Objects<P> {
-    /// `fi_fabric` .. `fi_enable`.
+    /// `fi_fabric` .. `fi_enable`, for an endpoint that is not MSG.
     pub fn open(info: &Info) -> Res<Self> {
         let fabric = Fabric::<Stack<P>>::open(info).call("fi_fabric")?;
+        Self::build(fabric, info, None)
+    }
+
+    /// `fi_domain` .. `fi_enable` in `fabric`; an MSG endpoint binds `eq` instead of
+    /// the AV.
+    fn build(fabric: Fabric<Stack<P>>, info: &Info, eq: Option<EventQueue<Stack<P>>>) -> Res<Self> {
         let domain = fabric.domain(info).call("fi_domain")?;
         let txcq = domain
             .cq(&CqAttr {
@@ -669,7 +678,10 @@ impl<P: Provider> Objects<P> {
             .call("fi_cq_open")?;
         let av = domain.av(&AvAttr::DEFAULT).call("fi_av_open")?;
         let ep = domain.endpoint(info).call("fi_endpoint")?;
-        ep.bind_av(&av).call("fi_ep_bind")?;
+        match &eq {
+            Some(eq) => ep.bind_eq(eq).call("fi_ep_bind")?,
+            None => ep.bind_av(&av).call("fi_ep_bind")?,
+        }
         ep.bind_cq(&txcq, BindFlags::TRANSMIT).call("fi_ep_bind")?;
         ep.bind_cq(&rxcq, BindFlags::RECV).call("fi_ep_bind")?;
         ep.enable().call("fi_enable")?;
@@ -679,6 +691,7 @@ impl<P: Provider> Objects<P> {
             rxcq,
             av,
             domain,
+            eq,
             fabric,
         })
     }
@@ -687,6 +700,124 @@ impl<P: Provider> Objects<P> {
     pub fn connect(&self, ctrl: &mut Ctrl, client: bool) -> Res<FiAddr> {
         let peer = ctrl.exchange_names(client, &self.ep.name())?;
         self.av.insert(&peer).call("fi_av_insert")
+    }
+
+    /// Opens the objects for `info` and reaches the peer: an RDM or DGRAM endpoint
+    /// exchanges names over `ctrl` ([`Objects::connect`]); for MSG the server opens a
+    /// passive endpoint, sends its name over `ctrl` and accepts the request, the
+    /// client connects to it. Returns the address data goes to (`FI_ADDR_UNSPEC` on
+    /// a connection).
+    pub fn establish(
+        info: &Info,
+        ctrl: &mut Ctrl,
+        client: bool,
+        watch: &Watch,
+    ) -> Res<(Self, FiAddr)> {
+        if info.ep_attr.ep_type != EpType::Msg {
+            let o = Self::open(info)?;
+            let peer = o.connect(ctrl, client)?;
+            return Ok((o, peer));
+        }
+        let fabric = Fabric::<Stack<P>>::open(info).call("fi_fabric")?;
+        let eq = fabric.eq(&EqAttr::default()).call("fi_eq_open")?;
+        let o = if client {
+            let name = ctrl.recv_name()?;
+            let o = Self::build(fabric, info, Some(eq))?;
+            o.ep.connect(&name, &[]).call("fi_connect")?;
+            o
+        } else {
+            let pep = fabric.passive_ep(info).call("fi_passive_ep")?;
+            pep.bind_eq(&eq).call("fi_pep_bind")?;
+            pep.listen().call("fi_listen")?;
+            ctrl.send_name(&pep.name())?;
+            let req = wait_eq(&eq, watch, EqEvent::ConnReq, "fi_listen")?;
+            let conn = req
+                .conn
+                .ok_or_else(|| Failure::new(Error::Io, "FI_CONNREQ without an info"))?;
+            let o = Self::build(fabric, &conn, Some(eq))?;
+            o.ep.accept(&[]).call("fi_accept")?;
+            o
+        };
+        if let Some(eq) = &o.eq {
+            wait_eq(
+                eq,
+                watch,
+                EqEvent::Connected,
+                if client { "fi_connect" } else { "fi_accept" },
+            )?;
+        }
+        Ok((o, FiAddr::UNSPEC))
+    }
+
+    /// The peer's address as the provider names it: from the connection of an MSG
+    /// endpoint, else from the AV.
+    pub fn peer_name(&self, peer: FiAddr) -> Res<Vec<u8>> {
+        if self.eq.is_some() {
+            self.ep.peer().call("fi_getpeer")
+        } else {
+            self.av.lookup(peer).call("fi_av_lookup")
+        }
+    }
+}
+
+/// Reads `eq` until event `want`; an error event (a refused or failed connection)
+/// becomes a `Failure` naming `call`.
+fn wait_eq<P: Provider>(
+    eq: &EventQueue<Stack<P>>,
+    watch: &Watch,
+    want: EqEvent,
+    call: &str,
+) -> Res<EqEntry> {
+    loop {
+        match eq.read(false) {
+            Ok(e) if e.event == want => return Ok(e),
+            Ok(e) => {
+                return Err(Failure::new(
+                    Error::Io,
+                    format!("{call}: {:?} where {want:?} was expected", e.event),
+                ))
+            }
+            Err(Error::Avail) => {
+                let e = eq.read_err(false).call("fi_eq_readerr")?;
+                return Err(Failure::new(e.err, format!("{call}: {}", e.err)));
+            }
+            Err(Error::Again) => watch.idle()?,
+            Err(e) => return Err(Failure::call("fi_eq_read", e)),
+        }
+    }
+}
+
+/// `-e`: an endpoint type among `allowed`.
+pub fn parse_ep_type(s: &str, allowed: &[EpType]) -> Res<EpType> {
+    let t = match s.to_ascii_lowercase().as_str() {
+        "msg" => EpType::Msg,
+        "rdm" => EpType::Rdm,
+        "dgram" => EpType::Dgram,
+        _ => EpType::Unspec,
+    };
+    if allowed.contains(&t) {
+        Ok(t)
+    } else {
+        Err(Failure::usage(format!("Unknown endpoint : {s}")))
+    }
+}
+
+/// [`getinfo_first`] for `hints` of endpoint type `ep`: MSG on a provider without
+/// connection management is a clear error, not a bare `FI_ENODATA`.
+pub fn getinfo_ep<P: Provider>(hints: Hints, ep: EpType) -> Res<Info> {
+    let hints = hints.ep_type(ep);
+    match getinfo_first::<P>(&hints) {
+        Err(f) if ep == EpType::Msg && f.code == Error::NoData.code() => Err(Failure::new(
+            Error::NotSupported,
+            format!(
+                "fi_endpoint(): ret=-{} ({}): FI_EP_MSG endpoints are not supported by the \
+                 {} provider (tcp and loopback have them); use -e rdm",
+                Error::NotSupported.code(),
+                Error::NotSupported.as_str(),
+                P::NAME
+            ),
+        )),
+        r => r,
     }
 }
 
@@ -1356,6 +1487,14 @@ pub struct BwArgs {
     /// enable debugging output
     #[arg(short = 'v')]
     pub debug: bool,
+    /// endpoint type: msg|rdm (rdm)
+    #[arg(
+        short = 'e',
+        value_name = "ep_type",
+        default_value = "rdm",
+        hide_default_value = true
+    )]
+    pub ep_type: String,
 }
 
 /// Validated [`BwArgs`].
@@ -1373,6 +1512,8 @@ pub struct BwOpts {
     pub json: bool,
     /// `-v`.
     pub debug: bool,
+    /// `-e`: RDM, or MSG over a connection.
+    pub ep_type: EpType,
 }
 
 impl BwArgs {
@@ -1405,6 +1546,7 @@ impl BwArgs {
             warmup: self.warmup,
             json: self.json,
             debug: self.debug,
+            ep_type: parse_ep_type(&self.ep_type, &[EpType::Rdm, EpType::Msg])?,
         })
     }
 }

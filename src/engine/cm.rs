@@ -19,6 +19,10 @@ use crate::types::{Context, FiAddr};
 use super::endpoint::{CmOf, ConnState, EpInner, TransportOf};
 use super::eq::{EqEntry, EqErrEntry, EqEvent, EqInner};
 
+/// Progress rounds that deliver what a peer sent before its shutdown: enough for
+/// every frame a socket buffer holds, bounded so a peer cannot keep it going.
+const SHUTDOWN_ROUNDS: usize = 1024;
+
 type ListenerOf<S> = <CmOf<S> as ConnectionManager<TransportOf<S>>>::Listener;
 type RequestOf<S> = <CmOf<S> as ConnectionManager<TransportOf<S>>>::Request;
 
@@ -283,8 +287,14 @@ impl<S: Config> EpInner<S> {
                 CmEvent::Shutdown => {
                     let was = c.state.with(|st| std::mem::replace(st, ConnState::Closed));
                     if was == ConnState::Connected {
-                        // What the peer sent before it went is delivered first.
-                        self.progress(None);
+                        // What the peer sent before it went is delivered first: a
+                        // transport may learn of the end before it read everything
+                        // that came ahead of it, so progress runs until it is read.
+                        for _ in 0..SHUTDOWN_ROUNDS {
+                            if self.progress(None) == 0 {
+                                break;
+                            }
+                        }
                         self.drop_peer(Error::ConnReset);
                         let _ = eq.post(cm_entry(EqEvent::Shutdown, None));
                     }

@@ -113,3 +113,68 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
         .collect()
 }
+
+/// An enabled MSG endpoint opened from `info` (an MSG info: the client's, or a
+/// connection request's), its CQ and EQ bound, not connected yet. Its AV is opened
+/// but not bound: a connection has none.
+pub fn msg_node(info: &Info) -> (Node, EventQueue<Net>) {
+    let fabric = Fabric::<Net>::open(info).unwrap();
+    let domain = fabric.domain(info).unwrap();
+    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
+    let av = domain.av(&AvAttr::DEFAULT).unwrap();
+    let eq = fabric.eq(&EqAttr::default()).unwrap();
+    let ep = domain.endpoint(info).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.enable().unwrap();
+    let n = Node {
+        ep,
+        av,
+        cq,
+        domain,
+        _fabric: fabric,
+    };
+    (n, eq)
+}
+
+/// The MSG info for tagged messages and RMA.
+pub fn msg_info() -> Info {
+    let hints = Hints::new()
+        .caps(Caps::TAGGED | Caps::RMA)
+        .ep_type(EpType::Msg);
+    getinfo::<Net>(Some(&hints)).unwrap().remove(0)
+}
+
+/// A listening passive endpoint with its EQ (and the fabric that holds them).
+pub fn msg_listener() -> (Fabric<Net>, PassiveEndpoint<Net>, EventQueue<Net>) {
+    let info = msg_info();
+    let fabric = Fabric::<Net>::open(&info).unwrap();
+    let eq = fabric.eq(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info).unwrap();
+    pep.bind_eq(&eq).unwrap();
+    pep.listen().unwrap();
+    (fabric, pep, eq)
+}
+
+/// The next event of `eq`, which must be `want`, within [`DEADLINE`].
+#[track_caller]
+pub fn eq_event(eq: &EventQueue<Net>, want: EqEvent) -> EqEntry {
+    let start = Instant::now();
+    loop {
+        match eq.read(false) {
+            Ok(e) => {
+                assert_eq!(e.event, want, "{e:?}");
+                return e;
+            }
+            Err(Error::Again) => {}
+            Err(Error::Avail) => panic!("EQ error {:?}, not {want:?}", eq.read_err(false)),
+            Err(e) => panic!("eq read: {e}"),
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no {want:?} within {DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

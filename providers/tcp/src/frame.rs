@@ -8,6 +8,10 @@
 //! Every header is checked before a byte of its payload is awaited: a valid op and a
 //! length no larger than the largest message, so a peer can never make the receiver
 //! wait for, or stage, more than [`MAX_MSG_SIZE`](crate::MAX_MSG_SIZE) bytes.
+//!
+//! One frame is the provider's own: the goodbye ([`BYE`]), the last frame of a
+//! connection its owner closes because it is idle or in excess. It is a bare header,
+//! every field zero but the op; anything else with that op is garbage.
 
 use fabric::provider::wire::{Header, Op, HDR_ACK};
 use fabric::{Error, Result};
@@ -17,8 +21,10 @@ use crate::name::{Name, NAME_LEN};
 
 /// `"FTCP"`: the first bytes of every connection.
 pub const MAGIC: u32 = u32::from_be_bytes(*b"FTCP");
-/// Protocol version; a hello with another one is refused.
-pub const VERSION: u16 = 1;
+/// Protocol version; a hello with another one is refused (2: with the goodbye frame).
+pub const VERSION: u16 = 2;
+/// Op of the goodbye frame, outside the core's op range: it is never handed over.
+pub const BYE: u8 = 0x80;
 /// Bytes of a hello: magic, version, two name lengths, two name fields.
 pub const HELLO_LEN: usize = 8 + 2 * NAME_LEN;
 /// Bytes of a frame header.
@@ -60,12 +66,27 @@ pub fn check_hello(b: &[u8; HELLO_LEN], me: &Name) -> Result<Name> {
     Ok(from)
 }
 
+/// The goodbye frame.
+pub fn bye() -> Header {
+    Header {
+        op: BYE,
+        ..Header::default()
+    }
+}
+
 /// Checks a frame header from a peer; returns it with the number of payload bytes
-/// that follow it. `Err(Io)` for an unknown op or a length beyond `max`.
+/// that follow it. `Err(Io)` for an unknown op, a length beyond `max`, or a goodbye
+/// that is not exactly [`bye`].
 #[inline]
 pub fn check_header(b: &[u8], max: usize) -> Result<(Header, usize)> {
     let hdr = Header::read_from_bytes(b).map_err(|_| Error::Io)?;
-    let op = Op::from_raw(hdr.op).ok_or(Error::Io)?;
+    let Some(op) = Op::from_raw(hdr.op) else {
+        return if hdr == bye() {
+            Ok((hdr, 0))
+        } else {
+            Err(Error::Io)
+        };
+    };
     if hdr.len > max as u64 {
         return Err(Error::Io);
     }
@@ -102,6 +123,8 @@ mod tests {
     use super::*;
     use zerocopy::IntoBytes;
 
+    const MAX: usize = crate::MAX_MSG_SIZE;
+
     fn name(a: &str, nonce: u64) -> Name {
         Name {
             addr: a.parse().unwrap(),
@@ -124,7 +147,8 @@ mod tests {
             assert_eq!(check_hello(&hello(&from, &to), &me), Err(Error::Io));
         }
         let good = hello(&from, &me);
-        for (i, v) in [(0, 0u8), (5, 2), (6, 200), (7, 17), (8, 99)] {
+        // Byte 5 = 1: a peer of the first version, which knows no goodbye.
+        for (i, v) in [(0, 0u8), (5, 1), (5, 3), (6, 200), (7, 17), (8, 99)] {
             let mut b = good;
             b[i] = v;
             assert_eq!(check_hello(&b, &me), Err(Error::Io), "byte {i} = {v}");
@@ -154,5 +178,23 @@ mod tests {
         h.flags = HDR_ACK;
         assert_eq!(answered_by(&h), Some(Op::Ack));
         assert!(is_response(Op::AtomicResp as u8) && !is_response(Op::Atomic as u8));
+    }
+
+    #[test]
+    fn bye_is_a_bare_header() {
+        let b = bye();
+        assert_eq!(check_header(b.as_bytes(), 0), Ok((b, 0)));
+        assert!(!is_response(b.op) && answered_by(&b).is_none());
+        // A payload, or any other field set, makes it garbage.
+        for f in [
+            |h: &mut Header| h.len = 1,
+            |h: &mut Header| h.req = 7,
+            |h: &mut Header| h.flags = HDR_ACK,
+            |h: &mut Header| h.status = 1,
+        ] {
+            let mut h = bye();
+            f(&mut h);
+            assert_eq!(check_header(h.as_bytes(), MAX), Err(Error::Io), "{h:?}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) endpoints between hosts.
+//! `fabric-tcp`: the TCP provider, reliable datagram (RDM) and connected (MSG)
+//! endpoints between hosts.
 //!
 //! An endpoint listens on one TCP socket; its name ([`name`]) is the socket address
 //! peers connect to, laid out as a C `sockaddr_in` or `sockaddr_in6`, with a nonce
@@ -29,12 +30,31 @@
 //! **Liveness.** A peer process that dies closes its sockets: its connections end,
 //! every request waiting for it completes with `FI_EHOSTUNREACH` at the next poll and
 //! later sends to it fail with `FI_EHOSTUNREACH`. A peer host that vanishes is
-//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s.
+//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s. A peer that
+//! dies while no connection to it is open (it was closed for idleness) is detected
+//! by the next send, whose connection is refused.
+//!
+//! **Idle and excess connections.** An outgoing connection with nothing queued and no
+//! request awaiting a response is closed by its owner once it carried nothing for
+//! `FABRIC_TCP_IDLE_MS` milliseconds ([`IDLE_ENV`]; default 30 000, 0: never), and,
+//! before an endpoint opens more than `FABRIC_TCP_MAX_CONNS` ([`MAX_CONNS_ENV`];
+//! default 1024, 0: no limit), the least recently used such one (with none, the new
+//! one opens anyway). The close is a goodbye frame after everything sent: nothing is
+//! lost or reordered, and neither side takes it for a dead peer. The next packet to
+//! that peer opens a new connection once the peer has read to the goodbye; until then
+//! requests to it get `FI_EAGAIN`. Both variables are read when an endpoint opens; a
+//! value that is not a number makes the open fail with `FI_EINVAL`.
 //!
 //! **Addresses.** `getinfo_node` with a node and service (or `fi_av_insertsvc`) makes
 //! a peer's name (any incarnation listening there); with `InfoFlags::SOURCE`, or a
 //! service alone, it makes the `src_addr` an endpoint binds to: a chosen port (0 or
 //! none: any) on an address of this host.
+//!
+//! **MSG endpoints** (`fi_cm`): a passive endpoint listens on a socket at its
+//! `src_addr` (or the interface above, any port); connect, accept and reject carry up
+//! to 256 bytes of connection data, and one socket then carries both directions of
+//! the connection with the RDM path's framing, flow control and checks (see [`cm`]).
+//! The getinfo list has the MSG info after the RDM one.
 //!
 //! **Large messages.** A frame larger than a connection's receive buffer
 //! ([`RX_BUF`]) is read from the socket straight into its destination when the core
@@ -47,8 +67,6 @@
 //! middle of a payload fails its operation once (`FI_EHOSTUNREACH`). [`large_rx`]
 //! counts both kinds (a diagnostic).
 //!
-//! Not supported yet: MSG endpoints, idle-connection reaping.
-//!
 //! ```
 //! use fabric::prelude::*;
 //! use fabric_tcp::Tcp;
@@ -57,6 +75,9 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod cm;
+mod cm_wire;
+mod conn;
 mod frame;
 pub mod name;
 mod place;
@@ -74,7 +95,10 @@ use fabric::{Error, Info, Provider, Result};
 pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
 pub use place::{large_rx, LargeRx};
-pub use transport::{TcpEp, TcpPeer, TcpRx, TcpTx, RX_BUF, STAGE_BUDGET};
+pub use transport::{
+    TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV, RX_BUF,
+    STAGE_BUDGET,
+};
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).
 pub type InjectSize = fabric::typenum::U4096;
@@ -161,15 +185,31 @@ impl Provider for Tcp {
 
     fn candidates() -> Vec<Info> {
         match local_addr() {
-            Ok(ip) => vec![candidate(EpType::Rdm, ip)],
+            // MSG last: the first info, what applications without hints take, stays
+            // RDM. A connection has one peer and no AV: no source addresses to
+            // report, no receive filtered by source, no receive contexts or AVs to
+            // name or share.
+            Ok(ip) => {
+                let mut msg = candidate(EpType::Msg, ip);
+                let no_av =
+                    Caps::SOURCE | Caps::DIRECTED_RECV | Caps::NAMED_RX_CTX | Caps::SHARED_AV;
+                msg.caps.remove(no_av);
+                msg.tx_attr.caps.remove(no_av);
+                msg.rx_attr.caps.remove(no_av);
+                vec![candidate(EpType::Rdm, ip), msg]
+            }
             Err(_) => Vec::new(),
         }
     }
 
     fn open(info: &Info) -> Result<TcpEp> {
-        match &info.src_addr {
-            Some(src) => TcpEp::open(name::decode_source(src)?),
-            None => TcpEp::open(SocketAddr::new(local_addr()?, 0)),
+        let at = match &info.src_addr {
+            Some(src) => name::decode_source(src)?,
+            None => SocketAddr::new(local_addr()?, 0),
+        };
+        match info.ep_attr.ep_type {
+            EpType::Msg => TcpEp::open_msg(at),
+            _ => TcpEp::open(at),
         }
     }
 

@@ -8,7 +8,9 @@
 //! at the same moment do not race for one connection: each keeps its own outgoing one,
 //! and nothing has to be torn down or re-sent (the simultaneous-connect problem does
 //! not arise). Per-pair order holds because every packet from A to B takes one
-//! connection.
+//! connection at a time: an idle connection, or the least recently used one when an
+//! endpoint has as many as it may keep, is closed by its owner with a goodbye frame,
+//! and the next one opens only after the peer has read to the goodbye (`idle`).
 //!
 //! The sender owns its outgoing connections' write side ([`TcpTx`]); the receiver
 //! ([`TcpRx`]) owns the accepted connections and watches the outgoing ones only to
@@ -24,7 +26,8 @@
 //! dropped). When a connection to or from a peer breaks (reset, end of file, garbage,
 //! keepalive or user timeout), every request still in the table for that peer is
 //! answered by a synthesized response with status `FI_EHOSTUNREACH`, and later sends
-//! to it fail with `HostUnreach`.
+//! to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
+//! the receiver closes its side and fails nothing.
 //!
 //! Flow control: a request goes out only when the connection has nothing queued; what
 //! the kernel does not take at once is queued (so the caller's buffer is free when
@@ -59,11 +62,15 @@ use rustix::net::{
     AddressFamily, RecvFlags, SendAncillaryBuffer, SendFlags, SocketFlags, SocketType,
 };
 
+use crate::conn::{Conn, LinkEnd};
 use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
 use crate::place::{self, Step};
 use crate::wake::Wake;
 use crate::MAX_MSG_SIZE;
+pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
+
+mod idle;
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
 /// place, larger ones into their destination or, without one, staged (see
@@ -113,11 +120,35 @@ pub struct TcpPeer {
 
 /// An outgoing connection, shared by the sender (which writes it) and the receiver
 /// (which learns when it breaks).
-struct Link {
-    id: u64,
-    fd: OwnedFd,
-    peer: Name,
-    dead: AtomicBool,
+pub(crate) struct Link {
+    pub(crate) id: u64,
+    pub(crate) fd: OwnedFd,
+    pub(crate) peer: Name,
+    pub(crate) dead: AtomicBool,
+    idle: idle::LinkIdle,
+}
+
+impl Link {
+    /// A connection to `peer` on `fd`, known to the endpoint's epoll set as `id`.
+    pub(crate) fn new(id: u64, fd: OwnedFd, peer: Name) -> Link {
+        Link {
+            id,
+            fd,
+            peer,
+            dead: AtomicBool::new(false),
+            idle: idle::LinkIdle::default(),
+        }
+    }
+}
+
+impl LinkEnd for Link {
+    fn key(&self) -> Raw {
+        self.peer.raw()
+    }
+
+    fn end(&self) {
+        kill(self);
+    }
 }
 
 /// A request announced to the receiver before it is written.
@@ -128,24 +159,29 @@ struct Rec {
     link: u64,
 }
 
-struct Shared {
-    me: Name,
+pub(crate) struct Shared {
+    pub(crate) me: Name,
     listener: OwnedFd,
-    epoll: OwnedFd,
+    pub(crate) epoll: OwnedFd,
     /// Outgoing connections the receiver has not adopted yet.
-    fresh: Mutex<Vec<Arc<Link>>>,
-    nfresh: AtomicUsize,
+    pub(crate) fresh: Mutex<Vec<Arc<Link>>>,
+    pub(crate) nfresh: AtomicUsize,
     /// Outgoing connections with bytes queued: progress flushes while non-zero.
     held: AtomicUsize,
     /// Records in the track queue, so the sender never blocks on it.
     queued: AtomicUsize,
-    next_id: AtomicU64,
+    pub(crate) next_id: AtomicU64,
     closed: AtomicBool,
     wake: Wake,
+    idle: idle::Timer,
+    /// An MSG endpoint: it listens nowhere and has at most the one connection that
+    /// connection management made.
+    pub(crate) msg: bool,
+    pub(crate) conn: Conn<Link>,
 }
 
 impl Shared {
-    fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
+    pub(crate) fn fresh(&self) -> MutexGuard<'_, Vec<Arc<Link>>> {
         self.fresh.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -155,7 +191,7 @@ type Queue = (Option<SyncSender<Rec>>, Option<Receiver<Rec>>);
 
 /// The transport of one tcp endpoint.
 pub struct TcpEp {
-    sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
     raw: Raw,
     queue: Mutex<Queue>,
     watcher: Option<JoinHandle<()>>,
@@ -174,6 +210,7 @@ pub struct TcpTx {
     /// only the last [`GONE_KEEP`] of them, oldest first out (`gone_order`).
     gone: HashSet<Raw>,
     gone_order: VecDeque<Raw>,
+    idle: idle::TxIdle,
 }
 
 struct TxLink {
@@ -182,6 +219,7 @@ struct TxLink {
     /// Bytes the kernel did not take yet, from `sent` on.
     out: Vec<u8>,
     sent: usize,
+    idle: idle::Use,
 }
 
 impl TxLink {
@@ -230,22 +268,24 @@ enum Served {
     Refused,
     /// The connection failed (end of file, error, or bytes that do not pass).
     Closed,
+    /// The peer closed the connection with a goodbye, after everything it sent.
+    Bye,
 }
 
 /// Errors that only mean "not yet" on a non-blocking socket.
 #[inline]
-fn not_yet(e: Errno) -> bool {
+pub(crate) fn not_yet(e: Errno) -> bool {
     e == Errno::AGAIN || e == Errno::INPROGRESS || e == Errno::ALREADY || e == Errno::NOTCONN
 }
 
-fn family(a: &SocketAddr) -> AddressFamily {
+pub(crate) fn family(a: &SocketAddr) -> AddressFamily {
     match a {
         SocketAddr::V4(_) => AddressFamily::INET,
         SocketAddr::V6(_) => AddressFamily::INET6,
     }
 }
 
-fn tune(fd: &OwnedFd) {
+pub(crate) fn tune(fd: &OwnedFd) {
     use rustix::net::sockopt;
     // Small packets go out at once; the liveness settings bound how long a vanished
     // peer host goes unnoticed. Failures only lose the tuning.
@@ -257,7 +297,7 @@ fn tune(fd: &OwnedFd) {
     let _ = sockopt::set_tcp_user_timeout(fd, USER_TIMEOUT_MS);
 }
 
-fn errno_to(e: Errno) -> Error {
+pub(crate) fn errno_to(e: Errno) -> Error {
     match e {
         Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM => Error::NoMem,
         Errno::ADDRNOTAVAIL => Error::AddrNotAvail,
@@ -269,13 +309,28 @@ fn errno_to(e: Errno) -> Error {
 impl TcpEp {
     /// Opens an endpoint listening on `bind` (port 0: any free port).
     pub fn open(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, false)
+    }
+
+    /// Opens an MSG endpoint at `bind`: its socket is bound, which reserves the
+    /// address its name carries, but never listens (connection management makes its
+    /// one connection).
+    pub fn open_msg(bind: SocketAddr) -> Result<TcpEp> {
+        TcpEp::open_with(bind, true)
+    }
+
+    fn open_with(bind: SocketAddr, msg: bool) -> Result<TcpEp> {
         use rustix::net::sockopt;
         let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
         let listener = rustix::net::socket_with(family(&bind), SocketType::STREAM, flags, None)
             .map_err(errno_to)?;
-        let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        if !msg {
+            let _ = sockopt::set_socket_reuseaddr(&listener, true);
+        }
         rustix::net::bind(&listener, &bind).map_err(errno_to)?;
-        rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        if !msg {
+            rustix::net::listen(&listener, 1024).map_err(errno_to)?;
+        }
         let local = rustix::net::getsockname(&listener).map_err(errno_to)?;
         let port = SocketAddr::try_from(local).map_err(|_| Error::Io)?.port();
         let mut addr = bind;
@@ -285,13 +340,16 @@ impl TcpEp {
             nonce: crate::fresh_nonce(),
         };
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(errno_to)?;
-        epoll::add(
-            &epoll,
-            &listener,
-            epoll::EventData::new_u64(LISTENER),
-            epoll::EventFlags::IN,
-        )
-        .map_err(errno_to)?;
+        if !msg {
+            epoll::add(
+                &epoll,
+                &listener,
+                epoll::EventData::new_u64(LISTENER),
+                epoll::EventFlags::IN,
+            )
+            .map_err(errno_to)?;
+        }
+        let idle = idle::Timer::open(&epoll)?;
         let sh = Arc::new(Shared {
             me,
             listener,
@@ -303,6 +361,9 @@ impl TcpEp {
             next_id: AtomicU64::new(LISTENER + 1),
             closed: AtomicBool::new(false),
             wake: Wake::default(),
+            idle,
+            msg,
+            conn: Conn::default(),
         });
         let w = sh.clone();
         let watcher = std::thread::Builder::new()
@@ -346,18 +407,32 @@ impl TcpTx {
     fn link_slow(&mut self, to: &TcpPeer) -> Result<usize> {
         let i = match self.index.get(&to.raw) {
             Some(&i) => i,
+            // An MSG endpoint sends only on the connection it made or accepted.
+            None if self.sh.msg => {
+                let link = self.sh.conn.link(&to.raw).ok_or(Error::HostUnreach)?;
+                self.links.push(TxLink {
+                    key: to.raw,
+                    link,
+                    out: Vec::new(),
+                    sent: 0,
+                    idle: idle::Use::default(),
+                });
+                self.index.insert(to.raw, self.links.len() - 1);
+                self.links.len() - 1
+            }
             None => {
                 if self.gone.contains(&to.raw) {
                     return Err(Error::HostUnreach);
                 }
                 self.reap();
-                let l = connect(&self.sh, to)?;
+                let l = self.open(to)?;
                 self.links.push(l);
                 self.sh.held.fetch_add(1, Ordering::Relaxed);
                 self.index.insert(to.raw, self.links.len() - 1);
                 self.links.len() - 1
             }
         };
+        self.links[i].idle.touch(&mut self.idle);
         self.last = i;
         Ok(i)
     }
@@ -379,16 +454,21 @@ impl TcpTx {
                 self.sh.held.fetch_sub(1, Ordering::Relaxed);
             }
             self.index.remove(&l.key);
-            if self.gone.insert(l.key) {
-                self.gone_order.push_back(l.key);
-            }
-            if self.gone_order.len() > GONE_KEEP {
-                let old = self.gone_order.pop_front().expect("over the limit");
-                self.gone.remove(&old);
-            }
+            self.remember_gone(l.key);
             if let Some(moved) = self.links.get(i) {
                 self.index.insert(moved.key, i);
             }
+        }
+    }
+
+    /// Puts `key` in `gone`, forgetting the oldest beyond [`GONE_KEEP`].
+    fn remember_gone(&mut self, key: Raw) {
+        if self.gone.insert(key) {
+            self.gone_order.push_back(key);
+        }
+        if self.gone_order.len() > GONE_KEEP {
+            let old = self.gone_order.pop_front().expect("over the limit");
+            self.gone.remove(&old);
         }
     }
 
@@ -399,35 +479,41 @@ impl TcpTx {
         if !l.queued() {
             return true;
         }
-        loop {
-            match rustix::net::send(&l.link.fd, &l.out[l.sent..], SendFlags::NOSIGNAL) {
-                Ok(n) => {
-                    l.sent += n;
-                    if !l.queued() {
-                        break;
-                    }
-                }
-                Err(Errno::INTR) => {}
-                Err(e) if not_yet(e) => return false,
-                Err(_) => {
-                    kill(&l.link);
-                    break;
-                }
-            }
-        }
-        l.out.clear();
-        l.sent = 0;
-        if l.out.capacity() > OUT_KEEP {
-            l.out.shrink_to(OUT_KEEP);
+        if !l.write_out() {
+            return false;
         }
         self.sh.held.fetch_sub(1, Ordering::Relaxed);
         true
     }
 }
 
+impl TxLink {
+    /// Writes out the queued bytes. Returns whether none are left (written, or dropped
+    /// with a connection that failed, which is marked dead).
+    fn write_out(&mut self) -> bool {
+        while self.queued() {
+            match rustix::net::send(&self.link.fd, &self.out[self.sent..], SendFlags::NOSIGNAL) {
+                Ok(n) => self.sent += n,
+                Err(Errno::INTR) => {}
+                Err(e) if not_yet(e) => return false,
+                Err(_) => {
+                    kill(&self.link);
+                    break;
+                }
+            }
+        }
+        self.out.clear();
+        self.sent = 0;
+        if self.out.capacity() > OUT_KEEP {
+            self.out.shrink_to(OUT_KEEP);
+        }
+        true
+    }
+}
+
 /// Marks an outgoing connection broken and shuts it down, so that the receiver's
 /// epoll reports it and the peer sees it end.
-fn kill(link: &Link) {
+pub(crate) fn kill(link: &Link) {
     link.dead.store(true, Ordering::Release);
     let _ = rustix::net::shutdown(&link.fd, rustix::net::Shutdown::Both);
 }
@@ -454,12 +540,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
     )
     .map_err(|_| Error::Again)?;
-    let link = Arc::new(Link {
-        id,
-        fd,
-        peer: to.name,
-        dead: AtomicBool::new(false),
-    });
+    let link = Arc::new(Link::new(id, fd, to.name));
     {
         let mut f = sh.fresh();
         f.push(link.clone());
@@ -470,6 +551,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         link,
         out: frame::hello(&sh.me, &to.name).to_vec(),
         sent: 0,
+        idle: idle::Use::default(),
     })
 }
 
@@ -493,7 +575,7 @@ impl Transport for TcpEp {
     type Direct = Absent;
     type HeldBack = TcpEp;
     type RemoteWake = TcpEp;
-    type Cm = Absent;
+    type Cm = TcpEp;
 
     fn name(&self) -> &[u8] {
         self.raw.as_bytes()
@@ -508,6 +590,7 @@ impl Transport for TcpEp {
             track: self.queue().0.clone(),
             gone: HashSet::new(),
             gone_order: VecDeque::new(),
+            idle: idle::TxIdle::new(&self.sh.idle),
         }
     }
 
@@ -527,7 +610,10 @@ impl Transport for TcpEp {
     }
 
     fn send(&self, tx: &mut TcpTx, to: &TcpPeer, hdr: &Header, payload: &[&[u8]]) -> Result<()> {
-        let i = tx.link(to)?;
+        let i = match tx.link(to) {
+            Ok(i) => i,
+            Err(e) => return tx.refused(e, to, hdr, payload),
+        };
         let response = frame::is_response(hdr.op);
         if tx.links[i].link.dead.load(Ordering::Acquire) {
             return Err(Error::HostUnreach);
@@ -554,6 +640,7 @@ impl Transport for TcpEp {
             match tx.track.as_ref().map(|t| t.try_send(rec)) {
                 Some(Ok(())) => {
                     self.sh.queued.fetch_add(1, Ordering::AcqRel);
+                    tx.links[i].idle.ask();
                 }
                 _ => return Err(Error::Again),
             }
@@ -589,6 +676,7 @@ impl Transport for TcpEp {
     }
 
     fn shutdown(&self) {
+        self.sh.conn.close();
         self.sh.closed.store(true, Ordering::Release);
         let _ = rustix::net::shutdown(&self.sh.listener, rustix::net::Shutdown::Both);
     }
@@ -640,6 +728,7 @@ impl HeldBack<TcpEp> for TcpEp {
         for i in 0..tx.links.len() {
             tx.flush(i);
         }
+        tx.idle_progress();
     }
 }
 
@@ -684,7 +773,9 @@ impl TcpRx {
                         l.in_busy = true;
                         self.busy.push(id);
                     }
-                } else {
+                } else if id == idle::TIMER {
+                    self.tick();
+                } else if !(self.sh.msg && self.adopt_conn(id)) {
                     self.check_out(id);
                 }
             }
@@ -704,6 +795,10 @@ impl TcpRx {
                 Served::Closed => {
                     self.busy.swap_remove(i);
                     self.close_in(id);
+                }
+                Served::Bye => {
+                    self.busy.swap_remove(i);
+                    self.finish_in(id);
                 }
             }
         }
@@ -729,6 +824,32 @@ impl TcpRx {
 
     fn adopt(&mut self) {
         adopt(&self.sh, &mut self.outs);
+    }
+
+    /// Takes up the connection `id` of an MSG endpoint, which connection management
+    /// made and handed over with its handshake done: read like an accepted connection
+    /// whose hello passed, and written by the sender as an outgoing one.
+    #[cold]
+    fn adopt_conn(&mut self, id: u64) -> bool {
+        let Some((fd, peer)) = self.sh.conn.take_in(id) else {
+            return false;
+        };
+        self.adopt();
+        self.ins.insert(
+            id,
+            InLink {
+                fd,
+                peer: Some((peer, peer.raw())),
+                buf: vec![0u8; RX_BUF],
+                lo: 0,
+                hi: 0,
+                deadline: Instant::now(),
+                in_busy: true,
+                placing: None,
+            },
+        );
+        self.busy.push(id);
+        true
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
@@ -796,7 +917,8 @@ impl TcpRx {
     }
 
     /// An outgoing connection is readable: its peer never writes to it, so this is
-    /// the end of it (or a protocol violation).
+    /// the end of it (or a protocol violation). The end of one we closed with a
+    /// goodbye is the peer's answer to it, not a failure.
     #[cold]
     fn check_out(&mut self, id: u64) {
         if !self.outs.contains_key(&id) {
@@ -806,6 +928,7 @@ impl TcpRx {
         let mut b = [0u8; 16];
         match rustix::net::recv(&l.fd, &mut b[..], RecvFlags::DONTWAIT) {
             Err(e) if not_yet(e) || e == Errno::INTR => {}
+            Ok((0, _)) if l.idle.closing() => self.finish_out(id),
             _ => self.fail_out(id),
         }
     }
@@ -838,6 +961,10 @@ impl TcpRx {
         let Some(l) = self.ins.remove(&id) else {
             return;
         };
+        if self.sh.msg {
+            // Why it ended is read off the socket before the teardown below.
+            self.sh.conn.closing(id, &l.fd);
+        }
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
         if let Some(c) = l.placing {
@@ -944,21 +1071,28 @@ impl TcpRx {
                 if avail < HDR_LEN + plen {
                     // Too large to read in place: straight into its destination if it
                     // has one (a response only if it was asked for), else staged.
+                    let link = if response && HDR_LEN + plen > RX_BUF {
+                        asked(
+                            &self.sh,
+                            &mut self.track,
+                            &mut self.tracked,
+                            &mut self.outs,
+                            &mut self.failed,
+                            &hdr,
+                            &peer,
+                        )
+                        .cloned()
+                    } else {
+                        None
+                    };
                     if HDR_LEN + plen > RX_BUF
                         && place::claimable(hdr.op)
-                        && (!response
-                            || asked(
-                                &self.sh,
-                                &mut self.track,
-                                &mut self.tracked,
-                                &mut self.outs,
-                                &mut self.failed,
-                                &hdr,
-                                &peer,
-                            ))
+                        && (!response || link.is_some())
                     {
                         if let Some(mut c) = sink.claim(&hdr, raw.as_bytes()) {
-                            if response {
+                            if let Some(o) = link {
+                                // Taken up: the claim answers the request.
+                                o.idle.answered();
                                 self.tracked.remove(&(hdr.tx_idx, hdr.req));
                             }
                             place::count_placed();
@@ -990,7 +1124,7 @@ impl TcpRx {
                         &peer,
                     );
                     // A response nobody here asked that peer for is dropped.
-                    if asked {
+                    if let Some(o) = asked {
                         if !sink.packet(
                             &hdr,
                             raw.as_bytes(),
@@ -998,9 +1132,17 @@ impl TcpRx {
                         ) {
                             return Served::Refused;
                         }
+                        o.idle.answered();
                         self.tracked.remove(&key);
                         *n += 1;
                     }
+                } else if hdr.op == frame::BYE {
+                    // The owner's last frame: all it sent before was handed over.
+                    return if l.hi - l.lo == HDR_LEN {
+                        Served::Bye
+                    } else {
+                        Served::Closed
+                    };
                 } else {
                     if !sink.packet(
                         &hdr,
@@ -1059,19 +1201,19 @@ impl TcpRx {
     }
 }
 
-/// Whether response `hdr` from `peer` answers a request of the table sent to it. The
-/// op is not compared: a base atomic is answered by an `Ack` or an `AtomicResp` as
-/// the target sees fit; the core checks the rest. (A free function: `serve` calls it
-/// while it holds a connection.)
-fn asked(
+/// The connection a response `hdr` from `peer` answers a request of the table on, if
+/// it does. The op is not compared: a base atomic is answered by an `Ack` or an
+/// `AtomicResp` as the target sees fit; the core checks the rest. (A free function:
+/// `serve` calls it while it holds a connection.)
+fn asked<'o>(
     sh: &Shared,
     track: &mut Option<Receiver<Rec>>,
     tracked: &mut HashMap<(u16, u64), (u64, Op)>,
-    outs: &mut HashMap<u64, Arc<Link>>,
+    outs: &'o mut HashMap<u64, Arc<Link>>,
     failed: &mut VecDeque<(Header, Raw)>,
     hdr: &Header,
     peer: &Name,
-) -> bool {
+) -> Option<&'o Arc<Link>> {
     let key = (hdr.tx_idx, hdr.req);
     if !tracked.contains_key(&key) && sh.queued.load(Ordering::Acquire) != 0 {
         // Announced after this poll took the queue up, answered since.
@@ -1079,7 +1221,8 @@ fn asked(
     }
     tracked
         .get(&key)
-        .is_some_and(|&(link, _)| outs.get(&link).is_some_and(|o| o.peer.designates(peer)))
+        .and_then(|&(link, _)| outs.get(&link))
+        .filter(|o| o.peer.designates(peer))
 }
 
 /// The error response that answers request (`tx_idx`, `req`) whose peer is gone.
