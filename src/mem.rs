@@ -142,6 +142,31 @@ impl RawIov {
         copied
     }
 
+    /// The contiguous stretch of the buffers that starts `skip` bytes in, at most
+    /// `max` bytes long (empty past the end): where a payload received in pieces goes
+    /// next, for a socket read straight into it.
+    ///
+    /// # Safety
+    /// As [`RawIov::fill`], and no other view of that stretch may be live while the
+    /// returned one is: the caller holds it only for one write into it.
+    #[inline]
+    pub unsafe fn piece_mut<'a>(&self, mut skip: usize, max: usize) -> &'a mut [u8] {
+        for &(p, l) in &self.segs[..self.n as usize] {
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = (l - skip).min(max);
+            if n == 0 {
+                break;
+            }
+            // SAFETY: (p, l) was recorded from a `&mut [u8]` that the caller guarantees
+            // is still valid and unaliased; `skip + n <= l` keeps the view inside it.
+            return unsafe { core::slice::from_raw_parts_mut((p + skip) as *mut u8, n) };
+        }
+        &mut []
+    }
+
     /// Copies a received payload into the buffers: its first `min(src.len(),
     /// self.len())` bytes. Returns that count, and whether every byte arrived: a
     /// remote payload whose sender vanished fails with `Err` (then the buffers hold
@@ -546,6 +571,24 @@ mod tests {
         assert_eq!(&b, b"lo w");
         let adv = iov.advance(4);
         assert_eq!(adv.len(), 3);
+    }
+
+    #[test]
+    fn pieces_walk_the_buffers_in_order() {
+        let mut a = [0u8; 3];
+        let mut b = [0u8; 4];
+        let iov = RawIov::many(&mut [&mut a[..], &mut b[..]]).unwrap();
+        // SAFETY: a and b outlive the calls; each piece is dropped before the next.
+        unsafe {
+            assert_eq!(iov.piece_mut(0, 10).len(), 3);
+            assert_eq!(iov.piece_mut(1, 1).len(), 1);
+            iov.piece_mut(2, 10).copy_from_slice(b"x");
+            iov.piece_mut(3, 10).copy_from_slice(b"yzw!");
+            assert_eq!(iov.piece_mut(5, 10).len(), 2);
+            assert!(iov.piece_mut(7, 10).is_empty());
+            assert!(iov.piece_mut(0, 0).is_empty());
+        }
+        assert_eq!((&a[2..], &b), (&b"x"[..], b"yzw!"));
     }
 
     #[test]

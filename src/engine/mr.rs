@@ -101,7 +101,6 @@ impl<U> MrEntry<U> {
 
     /// The owner's data.
     #[inline]
-    #[cfg(test)]
     pub fn user(&self) -> &U {
         &self.user
     }

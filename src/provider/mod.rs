@@ -5,8 +5,11 @@
 //! counters, acknowledgements, triggered operations, cancel) lives in the core and is
 //! shared by every provider, so a provider is mostly its transport.
 
+mod claim;
 mod ext;
 pub mod wire;
+
+pub use claim::Claim;
 
 pub use ext::{
     Absent, CmEvent, CmRequest, ConnectionManager, Direct, DirectAccess, DirectOp, DirectReq,
@@ -230,6 +233,56 @@ pub trait Sink<R> {
     #[inline]
     fn response(&mut self, r: &Response, src: &[u8], payload: SharedBytes<'_>) -> bool {
         self.packet(&r.header(payload.len()), src, Payload::Inline(payload))
+    }
+    /// The destination of the payload of the frame whose header is `hdr`, from the
+    /// endpoint whose raw address is `src`, for a transport that reads the payload in
+    /// several steps (see [`Claim`]): the posted receive a message matches (with the
+    /// matching done now, so the message is the next of its sender to be matched and
+    /// nothing else can take that receive), the registered memory of an RMA write
+    /// whose key, range and rights pass, or the buffer of the read a successful read
+    /// response answers. `None` (the default) when there is none (an unexpected
+    /// message, a multi-receive buffer, a request that fails its checks, an op that is
+    /// not claimed): the transport then receives the frame whole and hands it to
+    /// [`packet`](Self::packet) as usual.
+    ///
+    /// Once a claim is made the frame belongs to it: the transport moves its payload
+    /// with [`fill`](Self::fill) and [`Claim::skip`] and hands it back with
+    /// [`claimed`](Self::claimed); it never hands the frame to `packet`.
+    #[inline]
+    fn claim(&mut self, hdr: &Header, src: &[u8]) -> Option<Claim> {
+        let _ = (hdr, src);
+        None
+    }
+    /// Places payload bytes of `claim`: calls `f` with the next stretch of the
+    /// destination (at most [`Claim::room`] bytes, one contiguous piece), which `f`
+    /// fills from its start (a socket read straight into it) and returns how many
+    /// bytes it wrote, or its error, which is returned as is. `Ok(0)` without calling
+    /// `f` when the destination takes nothing more ([`Claim::room`] is 0, or it was
+    /// withdrawn meanwhile: then the transport skips the rest).
+    ///
+    /// The default belongs to sinks that never claim: it withdraws the claim.
+    #[inline]
+    fn fill<E>(
+        &mut self,
+        claim: &mut Claim,
+        f: impl FnOnce(&mut [u8]) -> core::result::Result<usize, E>,
+    ) -> core::result::Result<usize, E> {
+        let _ = f;
+        claim.withdraw();
+        Ok(0)
+    }
+    /// Hands back a claim: `Ok(())` once its whole payload was moved, or the error that
+    /// ended it (the connection broke mid-payload: `Err(HostUnreach)`). The core
+    /// completes the operation once: a receive with its data (or `FI_ETRUNC` when the
+    /// buffer was shorter), an RMA write with its acknowledgement, a read with its
+    /// completion; or in error, with no partial success. Never refused.
+    #[inline]
+    fn claimed(&mut self, claim: Claim, status: Result<()>) {
+        let _ = status;
+        debug_assert!(
+            false,
+            "{claim:?} handed back to a sink that makes no claims"
+        );
     }
     /// Whether the CQ read that runs this poll has all the entries it asked for: the
     /// transport may leave the rest of the channel it is draining to the next poll (it

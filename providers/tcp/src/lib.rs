@@ -56,8 +56,16 @@
 //! the connection with the RDM path's framing, flow control and checks (see [`cm`]).
 //! The getinfo list has the MSG info after the RDM one.
 //!
-//! Not supported yet: receiving a large message straight into the posted buffer (it
-//! is staged once, within a bounded budget).
+//! **Large messages.** A frame larger than a connection's receive buffer
+//! ([`RX_BUF`]) is read from the socket straight into its destination when the core
+//! has one when its header arrives: the posted receive a message matches (truncated as
+//! for small messages when the buffer is shorter), the registered memory an RMA write
+//! targets, the buffer of the read a response answers. An unexpected message, a
+//! multi-receive buffer or a request that fails its checks has none: such a frame is
+//! staged whole, within [`STAGE_BUDGET`] per endpoint, beyond which the receiver stops
+//! reading the connection and TCP stops the sender. A connection that breaks in the
+//! middle of a payload fails its operation once (`FI_EHOSTUNREACH`). [`large_rx`]
+//! counts both kinds (a diagnostic).
 //!
 //! ```
 //! use fabric::prelude::*;
@@ -72,6 +80,7 @@ mod cm_wire;
 mod conn;
 mod frame;
 pub mod name;
+mod place;
 pub mod transport;
 mod wake;
 
@@ -85,6 +94,7 @@ use fabric::{Error, Info, Provider, Result};
 
 pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
+pub use place::{large_rx, LargeRx};
 pub use transport::{
     TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV, RX_BUF,
     STAGE_BUDGET,

@@ -33,12 +33,14 @@
 //! the kernel does not take at once is queued (so the caller's buffer is free when
 //! `send` returns) and later requests get `FI_EAGAIN` until the queue is written out
 //! by progress ([`HeldBack`]). Responses are queued behind it and never refused. On
-//! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes; a
-//! frame larger than that is staged whole before it is handed over, within a budget of
-//! [`STAGE_BUDGET`] bytes per endpoint: beyond it the receiver stops reading that
-//! connection until staged frames were consumed, and TCP's own flow control stops the
-//! sender. A receiver that stops polling thus stops its peers' sends with `FI_EAGAIN`
-//! after at most a socket buffer plus one message per connection.
+//! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes. A
+//! frame larger than that is read straight into its destination when the core has one
+//! (`place`: a posted receive, an RMA write's region, a read's buffer, claimed when
+//! the header arrives); otherwise it is staged whole before it is handed over, within
+//! a budget of [`STAGE_BUDGET`] bytes per endpoint: beyond it the receiver stops
+//! reading that connection until staged frames were consumed, and TCP's own flow
+//! control stops the sender. A receiver that stops polling thus stops its peers' sends
+//! with `FI_EAGAIN` after at most a socket buffer plus one message per connection.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::IoSlice;
@@ -51,7 +53,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fabric::provider::wire::{Header, Op};
-use fabric::provider::{Absent, HeldBack, RemoteWake, Sink};
+use fabric::provider::{Absent, Claim, HeldBack, RemoteWake, Sink};
 use fabric::waitobj::Waiter;
 use fabric::{Error, NoPull, Payload, Result, SharedBytes, Transport};
 use rustix::event::epoll;
@@ -63,6 +65,7 @@ use rustix::net::{
 use crate::conn::{Conn, LinkEnd};
 use crate::frame::{self, HDR_LEN, HELLO_LEN};
 use crate::name::{Name, Raw};
+use crate::place::{self, Step};
 use crate::wake::Wake;
 use crate::MAX_MSG_SIZE;
 pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
@@ -70,7 +73,8 @@ pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
 mod idle;
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
-/// place, larger ones staged (see [`STAGE_BUDGET`]).
+/// place, larger ones into their destination or, without one, staged (see
+/// [`STAGE_BUDGET`]).
 pub const RX_BUF: usize = 256 << 10;
 /// Bytes an endpoint may stage beyond its connections' receive buffers (frames larger
 /// than [`RX_BUF`] awaiting their last byte or their consumer).
@@ -234,6 +238,8 @@ pub struct TcpRx {
     tracked: HashMap<(u16, u64), (u64, Op)>,
     /// Synthesized error responses not yet taken by the core.
     failed: VecDeque<(Header, Raw)>,
+    /// Claims of connections that broke mid-payload, to hand back failed.
+    orphans: VecDeque<Claim>,
     /// Accepted connections that may have bytes to handle.
     busy: Vec<u64>,
     staged: usize,
@@ -248,6 +254,8 @@ struct InLink {
     hi: usize,
     deadline: Instant,
     in_busy: bool,
+    /// The frame whose payload is being read straight into its destination.
+    placing: Option<Claim>,
 }
 
 /// What serving one accepted connection came to.
@@ -594,6 +602,7 @@ impl Transport for TcpEp {
             track: self.queue().1.take(),
             tracked: HashMap::new(),
             failed: VecDeque::new(),
+            orphans: VecDeque::new(),
             busy: Vec::new(),
             staged: 0,
             handshaking: 0,
@@ -741,7 +750,9 @@ impl TcpRx {
             self.take_records();
         }
         let mut n = 0;
-        if !self.failed.is_empty() && !self.deliver_failed(sink, &mut n) {
+        if (!self.failed.is_empty() || !self.orphans.is_empty())
+            && !self.deliver_failed(sink, &mut n)
+        {
             return n;
         }
         let zero = rustix::event::Timespec {
@@ -791,7 +802,7 @@ impl TcpRx {
                 }
             }
         }
-        if !self.failed.is_empty() {
+        if !self.failed.is_empty() || !self.orphans.is_empty() {
             self.deliver_failed(sink, &mut n);
         }
         if self.handshaking != 0 {
@@ -834,6 +845,7 @@ impl TcpRx {
                 hi: 0,
                 deadline: Instant::now(),
                 in_busy: true,
+                placing: None,
             },
         );
         self.busy.push(id);
@@ -841,6 +853,11 @@ impl TcpRx {
     }
 
     fn deliver_failed<K: Sink<NoPull>>(&mut self, sink: &mut K, n: &mut usize) -> bool {
+        // A payload cut short is not partly delivered: its operation fails.
+        while let Some(c) = self.orphans.pop_front() {
+            sink.claimed(c, Err(Error::HostUnreach));
+            *n += 1;
+        }
         while let Some((hdr, src)) = self.failed.front() {
             if !sink.packet(
                 hdr,
@@ -892,6 +909,7 @@ impl TcpRx {
                     hi: 0,
                     deadline: Instant::now() + HELLO_TIMEOUT,
                     in_busy: true,
+                    placing: None,
                 },
             );
             self.busy.push(id);
@@ -949,6 +967,9 @@ impl TcpRx {
         }
         let _ = epoll::delete(&self.sh.epoll, &l.fd);
         self.staged -= l.buf.len().saturating_sub(RX_BUF);
+        if let Some(c) = l.placing {
+            self.orphans.push_back(c);
+        }
         match l.peer {
             None => self.handshaking -= 1,
             Some((peer, _)) => {
@@ -1002,7 +1023,22 @@ impl TcpRx {
             return Served::Idle;
         };
         let mut reads = 0;
-        loop {
+        'frames: loop {
+            if let Some(c) = l.placing.as_mut() {
+                match place::pump(sink, c, &l.fd, &mut l.buf, &mut reads, READS_PER_POLL) {
+                    Step::Done => {}
+                    Step::Wait => return Served::Idle,
+                    Step::Budget => return Served::More,
+                    Step::Closed => return Served::Closed,
+                }
+                if let Some(c) = l.placing.take() {
+                    sink.claimed(c, Ok(()));
+                    *n += 1;
+                }
+                if sink.sated() {
+                    return Served::More;
+                }
+            }
             // Every complete frame in the buffer.
             let need = loop {
                 let avail = l.hi - l.lo;
@@ -1031,31 +1067,62 @@ impl TcpRx {
                 else {
                     return Served::Closed;
                 };
+                let response = frame::is_response(hdr.op);
                 if avail < HDR_LEN + plen {
-                    break HDR_LEN + plen;
-                }
-                let payload = &l.buf[l.lo + HDR_LEN..l.lo + HDR_LEN + plen];
-                if frame::is_response(hdr.op) {
-                    let key = (hdr.tx_idx, hdr.req);
-                    if !self.tracked.contains_key(&key)
-                        && self.sh.queued.load(Ordering::Acquire) != 0
-                    {
-                        // Announced after this poll took the queue up, answered since.
-                        take_records(
+                    // Too large to read in place: straight into its destination if it
+                    // has one (a response only if it was asked for), else staged.
+                    let link = if response && HDR_LEN + plen > RX_BUF {
+                        asked(
                             &self.sh,
                             &mut self.track,
                             &mut self.tracked,
                             &mut self.outs,
                             &mut self.failed,
-                        );
+                            &hdr,
+                            &peer,
+                        )
+                        .cloned()
+                    } else {
+                        None
+                    };
+                    if HDR_LEN + plen > RX_BUF
+                        && place::claimable(hdr.op)
+                        && (!response || link.is_some())
+                    {
+                        if let Some(mut c) = sink.claim(&hdr, raw.as_bytes()) {
+                            if let Some(o) = link {
+                                // Taken up: the claim answers the request.
+                                o.idle.answered();
+                                self.tracked.remove(&(hdr.tx_idx, hdr.req));
+                            }
+                            place::count_placed();
+                            place::take(sink, &mut c, &l.buf[l.lo + HDR_LEN..l.hi]);
+                            l.placing = Some(c);
+                            l.lo = 0;
+                            l.hi = 0;
+                            if l.buf.len() > RX_BUF {
+                                // Staged in part before the receive was posted.
+                                self.staged -= l.buf.len() - RX_BUF;
+                                l.buf.truncate(RX_BUF);
+                                l.buf.shrink_to_fit();
+                            }
+                            continue 'frames;
+                        }
                     }
-                    // The op is not compared: a base atomic is answered by an `Ack` or
-                    // an `AtomicResp` as the target sees fit; the core checks the rest.
-                    let asked = self
-                        .tracked
-                        .get(&key)
-                        .and_then(|&(link, _)| self.outs.get(&link))
-                        .filter(|o| o.peer.designates(&peer));
+                    break HDR_LEN + plen;
+                }
+                let payload = &l.buf[l.lo + HDR_LEN..l.lo + HDR_LEN + plen];
+                if response {
+                    let key = (hdr.tx_idx, hdr.req);
+                    let asked = asked(
+                        &self.sh,
+                        &mut self.track,
+                        &mut self.tracked,
+                        &mut self.outs,
+                        &mut self.failed,
+                        &hdr,
+                        &peer,
+                    );
                     // A response nobody here asked that peer for is dropped.
                     if let Some(o) = asked {
                         if !sink.packet(
@@ -1085,6 +1152,9 @@ impl TcpRx {
                         return Served::Refused;
                     }
                     *n += 1;
+                }
+                if HDR_LEN + plen > RX_BUF {
+                    place::count_staged();
                 }
                 l.lo += HDR_LEN + plen;
                 if sink.sated() {
@@ -1129,6 +1199,30 @@ impl TcpRx {
             }
         }
     }
+}
+
+/// The connection a response `hdr` from `peer` answers a request of the table on, if
+/// it does. The op is not compared: a base atomic is answered by an `Ack` or an
+/// `AtomicResp` as the target sees fit; the core checks the rest. (A free function:
+/// `serve` calls it while it holds a connection.)
+fn asked<'o>(
+    sh: &Shared,
+    track: &mut Option<Receiver<Rec>>,
+    tracked: &mut HashMap<(u16, u64), (u64, Op)>,
+    outs: &'o mut HashMap<u64, Arc<Link>>,
+    failed: &mut VecDeque<(Header, Raw)>,
+    hdr: &Header,
+    peer: &Name,
+) -> Option<&'o Arc<Link>> {
+    let key = (hdr.tx_idx, hdr.req);
+    if !tracked.contains_key(&key) && sh.queued.load(Ordering::Acquire) != 0 {
+        // Announced after this poll took the queue up, answered since.
+        take_records(sh, track, tracked, outs, failed);
+    }
+    tracked
+        .get(&key)
+        .and_then(|&(link, _)| outs.get(&link))
+        .filter(|o| o.peer.designates(peer))
 }
 
 /// The error response that answers request (`tx_idx`, `req`) whose peer is gone.

@@ -2,6 +2,7 @@
 //! handlers for everything that arrives (`on_message`, `on_write`, ... in the
 //! submodules), independent of the handles the API gives out.
 
+mod claim;
 mod owned;
 mod rx;
 mod state;
@@ -18,7 +19,7 @@ use crate::info::Info;
 use crate::lock::Lock;
 use crate::provider::wire::{Eager, Header, Op, Response};
 use crate::provider::{
-    ConnectionManager, HeldBack, Payload, Provider, SharedBytes, Sink, Transport,
+    Claim, ConnectionManager, HeldBack, Payload, Provider, SharedBytes, Sink, Transport,
 };
 use crate::types::Context;
 
@@ -80,6 +81,8 @@ pub(crate) struct EpInner<S: Config> {
     pub(crate) eq: LockOf<S, Option<Arc<EqInner<S>>>>,
     /// The connection of an MSG endpoint (`None` for RDM and DGRAM).
     pub(crate) conn: Option<Conn<S>>,
+    /// Payloads the transport is receiving straight into their destination.
+    claims: LockOf<S, claim::Claims>,
 }
 
 impl<S: Config> EpInner<S> {
@@ -148,6 +151,7 @@ impl<S: Config> EpInner<S> {
             rx,
             info: info.clone(),
             eq: LockOf::<S, _>::new(None),
+            claims: LockOf::<S, _>::new(claim::Claims::default()),
         }))
     }
 
@@ -336,6 +340,7 @@ impl<S: Config> EpInner<S> {
     /// (posted receives, operations waiting for the target or behind a fence) with
     /// `err`; `disable` also refuses further posts on them.
     pub(crate) fn flush(&self, err: Error, disable: bool) {
+        self.fail_claims(err);
         let shared_rx = |r: &Arc<RxCtx<S>>| Arc::strong_count(r) > 1;
         for r in &self.rx {
             if shared_rx(r) {
@@ -455,5 +460,21 @@ impl<S: Config> Sink<<TransportOf<S> as Transport>::Pull> for Dispatch<'_, '_, S
     #[inline(always)]
     fn sated(&self) -> bool {
         self.rd.as_ref().is_some_and(|rd| rd.full())
+    }
+
+    fn claim(&mut self, hdr: &Header, src: &[u8]) -> Option<Claim> {
+        self.ep.claim(hdr, src)
+    }
+
+    fn fill<E>(
+        &mut self,
+        claim: &mut Claim,
+        f: impl FnOnce(&mut [u8]) -> core::result::Result<usize, E>,
+    ) -> core::result::Result<usize, E> {
+        self.ep.claim_fill(claim, f)
+    }
+
+    fn claimed(&mut self, claim: Claim, status: Result<()>) {
+        self.ep.claimed(claim, status)
     }
 }

@@ -107,6 +107,17 @@ impl PendingTable {
         &self.slots[i]
     }
 
+    /// The operation with `id`, left pending (`None` if it is not pending).
+    #[inline]
+    pub(crate) fn peek(&self, id: u64) -> Option<&Pending> {
+        let i = (id as u32) as usize;
+        let want = (id >> 32) as u32;
+        match self.gens.get(i) {
+            Some(&g) if g == want && want & 1 == 1 => self.slots.get(i),
+            _ => None,
+        }
+    }
+
     /// Removes the operation with `id` and returns it (`None` if it is not pending).
     #[inline]
     pub(crate) fn take(&mut self, id: u64) -> Option<Pending> {
@@ -156,7 +167,10 @@ mod pending_tests {
         assert!(t.take(a ^ 1 << 33).is_none());
         assert!(t.take(a | 0xffff).is_none());
         assert!(t.take(a & 0xffff_ffff).is_none());
+        assert_eq!(t.peek(a).map(|p| p.ctx), Some(Context(1)));
+        assert!(t.peek(a ^ 1 << 33).is_none() && t.peek(a & 0xffff_ffff).is_none());
         assert_eq!(t.take(a).map(|p| p.ctx), Some(Context(1)));
+        assert!(t.peek(a).is_none());
         // Replayed: the slot is free now, and stays refused once reused.
         assert!(t.take(a).is_none());
         let c = t.insert(op(4)).unwrap();

@@ -21,7 +21,7 @@ const SMALL_ATOMIC: usize = 64;
 
 impl<S: Config> EpInner<S> {
     /// A region bound to another endpoint (`FI_MR_ENDPOINT`) is not reachable here.
-    fn bound_here(&self, user: &crate::engine::mr::MrUser<S>) -> Result<(), Error> {
+    pub(super) fn bound_here(&self, user: &crate::engine::mr::MrUser<S>) -> Result<(), Error> {
         match user.ep {
             Some(id) if id != self as *const Self as usize => Err(Error::Access),
             _ => Ok(()),

@@ -869,7 +869,7 @@ impl<S: Config> TxState<S> {
     /// [`Self::succeed`] during the CQ read `rd`, if any: the entry may go straight into
     /// the reader's entries ([`CqInner::complete_to`](crate::engine::cq::CqInner::complete_to)).
     #[inline(always)]
-    fn succeed_to(
+    pub(super) fn succeed_to(
         &self,
         ck: CntrKind,
         want: bool,
@@ -898,7 +898,14 @@ impl<S: Config> TxState<S> {
 
     /// Reports an operation that failed with `err`: its counter's error count, then an
     /// error entry (always written, whatever the completion flags).
-    fn fail(&self, ck: CntrKind, context: Context, flags: CqFlags, err: Error, prov_errno: i32) {
+    pub(super) fn fail(
+        &self,
+        ck: CntrKind,
+        context: Context,
+        flags: CqFlags,
+        err: Error,
+        prov_errno: i32,
+    ) {
         if let Some(c) = self.cntr(ck) {
             c.inc_err();
         }
