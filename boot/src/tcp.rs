@@ -403,7 +403,7 @@ fn recv(stream: &mut TcpStream, wait: Duration, during: &'static str) -> Result<
 
 fn unexpected(msg: Msg, during: &'static str) -> BootError {
     match msg {
-        Msg::Fail { text } => BootError::Remote(format!("rank 0 during {during}: {text}")),
+        Msg::Fail { text } => BootError::Remote(text),
         other => BootError::Protocol(format!(
             "{during}: unexpected message from rank 0: {other:?}"
         )),
