@@ -10,11 +10,16 @@
 //! ```
 //!
 //! For failure tests, `--die-before-fence R` makes rank R exit (without finalizing)
-//! right before the fence and `--hang-before-fence R` makes it stop there.
+//! right before the fence, and `--hang-before-fence R` makes it stop there for
+//! `HANG` (longer than the tests' timeouts) and then exit, so that a launcher that waits
+//! for every rank still ends.
 
 use std::process::ExitCode;
 
 use fabric_boot::{Boot, BootError};
+
+/// How long `--hang-before-fence` stops its rank.
+const HANG: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The value rank `r` publishes: its rank in text, then bytes whose length and content
 /// depend on `r`, so that a value delivered to the wrong key or rank is caught.
@@ -39,9 +44,8 @@ fn run() -> Result<bool, BootError> {
         std::process::exit(3);
     }
     if flag("--hang-before-fence") == Some(rank) {
-        loop {
-            std::thread::park();
-        }
+        std::thread::sleep(HANG);
+        std::process::exit(3);
     }
     boot.fence()?;
     let mut wrong = Vec::new();

@@ -24,6 +24,9 @@ const CHUNK: usize = 960;
 /// The most chunks a value within [`MAX_VALUE_LEN`] needs.
 const MAX_CHUNKS: usize = (MAX_VALUE_LEN * 4 / 3 + 4) / CHUNK + 1;
 
+/// A key no rank ever puts (ranks' keys are `fb<digits>:...`), read to wait for all.
+const SYNC_KEY: &str = "fb-sync";
+
 /// One session per process: two would interleave their commands on the one socket.
 static IN_USE: AtomicBool = AtomicBool::new(false);
 
@@ -155,6 +158,23 @@ impl Pmi2 {
         r.expect(&format!("{cmd}-response"))
     }
 
+    /// A fence that returns only once every rank has entered it. Slurm's kvs-fence is
+    /// such a collective, but MPICH hydra's returns at once and instead holds back a
+    /// kvs-get of a missing key until every rank has fenced as often as the asker: a
+    /// get of a key nobody puts after the fence makes both servers wait for everyone.
+    fn sync(&mut self) -> Result<(), BootError> {
+        self.call("kvs-fence", &[])?;
+        match self
+            .kvs_get(SYNC_KEY)
+            .map_err(|e| self.timed(e, "kvs-fence (waiting for every rank)"))?
+        {
+            None => Ok(()),
+            Some(v) => Err(BootError::Protocol(format!(
+                "PMI-2: the key {SYNC_KEY}, which nobody puts, has the value {v:?}"
+            ))),
+        }
+    }
+
     fn kvs_get(&mut self, key: &str) -> Result<Option<String>, BootError> {
         let mut pairs = Vec::new();
         if let Some(j) = &self.jobid {
@@ -253,7 +273,7 @@ impl Backend for Pmi2 {
     }
 
     fn fence(&mut self) -> Result<(), BootError> {
-        self.call("kvs-fence", &[]).map(drop)
+        self.sync()
     }
 
     fn get(&mut self, rank: u32, key: &str) -> Result<Vec<u8>, BootError> {
@@ -277,7 +297,7 @@ impl Backend for Pmi2 {
 
     fn barrier(&mut self) -> Result<(), BootError> {
         // PMI-2's only collective is the fence; with nothing new committed it is a barrier.
-        self.call("kvs-fence", &[]).map(drop)
+        self.sync()
     }
 
     fn finalize(&mut self) -> Result<(), BootError> {

@@ -1,5 +1,6 @@
 //! The example as an 8-rank job of Open MPI's `mpirun`, bootstrapped through PMIx.
-//! Needs `openmpi-bin` and `libpmix2` (`.ci/run` installs them).
+//! Needs `openmpi-bin` and `libpmix2` (`.ci/run` installs them). `mpirun.openmpi` by
+//! name: with MPICH installed too, `mpirun` is whichever the alternatives system chose.
 
 mod common;
 
@@ -11,7 +12,7 @@ use common::{check_lines, exchange, wait_until, LAUNCHER_VARS};
 #[test]
 fn eight_ranks_under_mpirun_via_pmix() {
     let size = 8;
-    let mut c = Command::new("mpirun");
+    let mut c = Command::new("mpirun.openmpi");
     // Root in CI; more ranks than the machine's cores.
     c.args([
         "--allow-run-as-root",
@@ -49,7 +50,7 @@ fn eight_ranks_under_mpirun_via_pmix() {
 fn a_rank_dying_under_mpirun_ends_the_job() {
     // mpirun aborts the job when a rank exits without finalizing: nobody hangs in the
     // fence, and the job's status is a failure.
-    let mut c = Command::new("mpirun");
+    let mut c = Command::new("mpirun.openmpi");
     c.args(["--allow-run-as-root", "--oversubscribe", "-n", "4"])
         .arg(exchange())
         .args(["--die-before-fence", "2"]);

@@ -247,35 +247,40 @@ pub(crate) fn local_from_mapping(
         blocks.push((start, count, per));
         rest = &r[end + 1..];
     }
-    // Walk the assignment once, counting each node's ranks; bounded by `size`.
+    // Walk the assignment, counting each node's ranks. As in MPICH, a mapping that
+    // places fewer ranks than the job has repeats from its start (hydra says
+    // `(vector,(0,1,1))` for any number of ranks on one node).
+    let per_pass = blocks
+        .iter()
+        .try_fold(0u64, |acc, &(_, count, per)| {
+            count.checked_mul(per).and_then(|n| acc.checked_add(n))
+        })
+        .ok_or_else(|| bad(format!("process mapping {m:?} overflows")))?;
+    if per_pass == 0 || blocks.iter().any(|&(_, _, per)| per == 0) {
+        return Err(bad(format!("process mapping {m:?} has an empty block")));
+    }
     let mut per_node: std::collections::HashMap<u64, u32> = Default::default();
     let mut mine = None;
     let mut next: u64 = 0;
-    'walk: for &(start, count, per) in &blocks {
-        if per == 0 {
-            return Err(bad(format!("process mapping {m:?} has an empty block")));
-        }
-        for node in 0..count {
-            let node = start
-                .checked_add(node)
-                .ok_or_else(|| bad(format!("process mapping {m:?}")))?;
-            for _ in 0..per {
-                if next >= u64::from(size) {
-                    break 'walk;
+    'walk: loop {
+        for &(start, count, per) in &blocks {
+            for node in 0..count {
+                let node = start
+                    .checked_add(node)
+                    .ok_or_else(|| bad(format!("process mapping {m:?}")))?;
+                for _ in 0..per {
+                    if next >= u64::from(size) {
+                        break 'walk;
+                    }
+                    let n = per_node.entry(node).or_insert(0);
+                    if next == u64::from(rank) {
+                        mine = Some((node, *n));
+                    }
+                    *n += 1;
+                    next += 1;
                 }
-                let n = per_node.entry(node).or_insert(0);
-                if next == u64::from(rank) {
-                    mine = Some((node, *n));
-                }
-                *n += 1;
-                next += 1;
             }
         }
-    }
-    if next < u64::from(size) {
-        return Err(bad(format!(
-            "process mapping {m:?} places {next} of {size} ranks"
-        )));
     }
     let (node, local_rank) = mine.ok_or_else(|| bad("rank not in the process mapping"))?;
     Ok((local_rank, per_node[&node]))
@@ -326,7 +331,16 @@ mod tests {
         // Uneven: node 2 has three ranks.
         let m = "(vector,(0,2,2),(2,1,3))";
         assert_eq!(local_from_mapping(m, 6, 7).unwrap(), (2, 3));
-        assert!(local_from_mapping("(vector,(0,1,2))", 0, 4).is_err());
+        // Shorter than the job: repeated, as hydra's one-node mapping needs.
+        assert_eq!(
+            local_from_mapping("(vector,(0,1,1))", 5, 8).unwrap(),
+            (5, 8)
+        );
+        assert_eq!(
+            local_from_mapping("(vector,(0,2,1))", 3, 5).unwrap(),
+            (1, 2)
+        );
+        assert!(local_from_mapping("(vector,(0,0,2))", 0, 4).is_err());
         assert!(local_from_mapping("(vector,(0,1,0))", 0, 1).is_err());
         assert!(local_from_mapping("", 0, 1).is_err());
     }
