@@ -378,11 +378,13 @@ fn recv(stream: &mut TcpStream, wait: Duration, during: &'static str) -> Result<
             during,
             ranks: vec![0],
         }),
+        // Rank 0 answers within the timeout, naming whoever is missing; past that and
+        // the grace, rank 0 itself is what is missing.
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
             Err(BootError::Timeout {
                 during,
                 after: wait,
-                missing: vec![],
+                missing: vec![0],
             })
         }
         Err(e) if e.kind() == ErrorKind::InvalidData => Err(BootError::Protocol(e.to_string())),

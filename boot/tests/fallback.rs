@@ -111,6 +111,22 @@ fn a_hung_rank_is_named_when_the_timeout_expires() {
 }
 
 #[test]
+fn a_hung_rank_zero_is_named_by_the_others() {
+    // The clients wait for rank 0's verdict a little longer than the timeout, then name
+    // rank 0 itself.
+    let errs = others_fail(
+        3,
+        0,
+        "1",
+        &["--hang-before-fence", "0"],
+        Duration::from_secs(30),
+    );
+    for e in errs {
+        assert!(e.contains("waiting for rank(s) 0"), "unclear error: {e}");
+    }
+}
+
+#[test]
 fn a_rank_that_never_starts_is_named_at_init() {
     // Ranks 0..3 of a job of 4: rank 3 never comes.
     let addr = common::free_addr();
