@@ -46,7 +46,7 @@ fn eight_ranks_under_hydra_via_pmi2() {
 fn a_hung_rank_makes_the_fence_time_out_under_hydra() {
     // hydra answers kvs-fence at once; the others must still wait for rank 2 and give
     // up after the timeout with an error, not pass the fence without it.
-    let out = hydra(4, "2", &["--hang-before-fence", "2"]);
+    let out = hydra(4, "3", &["--hang-before-fence", "2"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -54,7 +54,7 @@ fn a_hung_rank_makes_the_fence_time_out_under_hydra() {
         "passed a fence without rank 2:\n{stdout}"
     );
     let timeouts = stderr
-        .matches("kvs-fence (waiting for every rank) timed out after 2.0 s")
+        .matches("kvs-fence (waiting for every rank) timed out after 3.0 s")
         .count();
     assert_eq!(timeouts, 3, "{stderr}");
 }
