@@ -54,6 +54,16 @@ fn run() -> Result<bool, BootError> {
             wrong.push(peer);
         }
     }
+    // A key nobody committed is reported absent, not waited for.
+    let next = (rank + 1) % size;
+    match boot.get(next, "absent") {
+        Err(BootError::NotFound { .. }) => {}
+        Err(e) => return Err(e),
+        Ok(v) => {
+            eprintln!("rank {rank}: a value {v:?} under a key rank {next} never put");
+            return Ok(false);
+        }
+    }
     boot.barrier()?;
     if !wrong.is_empty() {
         eprintln!("rank {rank}: wrong values from rank(s) {wrong:?}");

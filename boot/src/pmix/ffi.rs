@@ -26,6 +26,7 @@ pub(crate) const PMIX_UINT32: u16 = 14;
 pub(crate) const PMIX_BYTE_OBJECT: u16 = 27;
 pub(crate) const PMIX_COLLECT_DATA: &CStr = c"pmix.collect";
 pub(crate) const PMIX_TIMEOUT: &CStr = c"pmix.timeout";
+pub(crate) const PMIX_OPTIONAL: &CStr = c"pmix.optional";
 pub(crate) const PMIX_JOB_SIZE: &CStr = c"pmix.job.size";
 pub(crate) const PMIX_LOCAL_RANK: &CStr = c"pmix.lrank";
 pub(crate) const PMIX_LOCAL_SIZE: &CStr = c"pmix.local.size";
@@ -296,14 +297,20 @@ impl Lib {
         self.check("PMIx_Fence", st)
     }
 
-    /// PMIx_Get: `Ok(None)` when PMIx reports the key absent.
+    /// PMIx_Get: `Ok(None)` when PMIx reports the key absent. With `local_only`
+    /// (PMIX_OPTIONAL) PMIx looks only in what this process already holds instead of
+    /// asking the server, which for a key nobody put would wait out the timeout.
     fn get(
         &self,
         who: &Proc,
         key: &CStr,
+        local_only: bool,
         timeout: Duration,
     ) -> Result<Option<Owned<'_>>, BootError> {
-        let info = [Info::int(PMIX_TIMEOUT, timeout_secs(timeout))];
+        let info = [
+            Info::flag(PMIX_OPTIONAL, local_only),
+            Info::int(PMIX_TIMEOUT, timeout_secs(timeout)),
+        ];
         let mut out: *mut Value = ptr::null_mut();
         // SAFETY: `who`, `key` and `info` are valid for the call; on success PMIx
         // stores a malloc'ed value in `out`, owned from then on by `Owned`.
@@ -320,14 +327,15 @@ impl Lib {
         Ok(Some(Owned { lib: self, v: out }))
     }
 
-    /// A byte-object value.
+    /// A byte-object value, from this process's store only: the collecting fence has
+    /// brought every rank's committed values there.
     pub(crate) fn get_bytes(
         &self,
         who: &Proc,
         key: &CStr,
         timeout: Duration,
     ) -> Result<Option<Vec<u8>>, BootError> {
-        let Some(v) = self.get(who, key, timeout)? else {
+        let Some(v) = self.get(who, key, true, timeout)? else {
             return Ok(None);
         };
         // SAFETY: `v.v` is a valid value from PMIx_Get, alive until `v` drops.
@@ -362,7 +370,7 @@ impl Lib {
         key: &CStr,
         timeout: Duration,
     ) -> Result<Option<u32>, BootError> {
-        let Some(v) = self.get(who, key, timeout)? else {
+        let Some(v) = self.get(who, key, false, timeout)? else {
             return Ok(None);
         };
         // SAFETY: `v.v` is a valid value from PMIx_Get, alive until `v` drops.
@@ -453,8 +461,9 @@ int main(void) {
     P("UINT16", PMIX_UINT16);
     P("UINT32", PMIX_UINT32);
     P("BYTE_OBJECT", PMIX_BYTE_OBJECT);
-    printf("key.collect %s\nkey.timeout %s\nkey.jobsize %s\nkey.lrank %s\nkey.lsize %s\n",
-           PMIX_COLLECT_DATA, PMIX_TIMEOUT, PMIX_JOB_SIZE, PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE);
+    printf("key.collect %s\nkey.timeout %s\nkey.optional %s\nkey.jobsize %s\nkey.lrank %s\nkey.lsize %s\n",
+           PMIX_COLLECT_DATA, PMIX_TIMEOUT, PMIX_OPTIONAL, PMIX_JOB_SIZE, PMIX_LOCAL_RANK,
+           PMIX_LOCAL_SIZE);
     return 0;
 }
 "#,
@@ -515,6 +524,7 @@ int main(void) {
         for (k, v) in [
             ("key.collect", PMIX_COLLECT_DATA),
             ("key.timeout", PMIX_TIMEOUT),
+            ("key.optional", PMIX_OPTIONAL),
             ("key.jobsize", PMIX_JOB_SIZE),
             ("key.lrank", PMIX_LOCAL_RANK),
             ("key.lsize", PMIX_LOCAL_SIZE),
