@@ -217,6 +217,17 @@ fn misconfigured_launchers_say_what_is_wrong() {
         // PMIx variables without a server to reach: PMIx_Init's own error (or, where
         // libpmix is absent, the loader's).
         (&[("PMIX_NAMESPACE", "nobody"), ("PMIX_RANK", "0")], "PMIx"),
+        // Two launchers detected, neither usable: both failures are reported.
+        (
+            &[
+                ("PMIX_NAMESPACE", "nobody"),
+                ("PMIX_RANK", "0"),
+                ("PMI_FD", "999"),
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "1"),
+            ],
+            "no launcher could be used: [PMIx: ",
+        ),
     ];
     for (env, expect) in cases {
         let mut c = bare(&[]);
@@ -229,4 +240,24 @@ fn misconfigured_launchers_say_what_is_wrong() {
         assert_eq!(out.status.code(), Some(2), "{env:?}: {e}");
         assert!(e.contains(expect), "{env:?}: expected {expect:?} in: {e}");
     }
+}
+
+#[test]
+fn an_unusable_launcher_falls_through_to_the_next_found() {
+    // PMIx variables with no PMIx server behind them, and a usable fallback.
+    let out = wait_until(
+        bare(&[])
+            .env("PMIX_NAMESPACE", "nobody")
+            .env("PMIX_RANK", "0")
+            .env("FABRIC_BOOT_ADDR", common::free_addr())
+            .env("FABRIC_BOOT_RANK", "0")
+            .env("FABRIC_BOOT_SIZE", "1")
+            .spawn()
+            .unwrap(),
+        Instant::now() + Duration::from_secs(60),
+    )
+    .expect("no hang");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{e}");
+    check_lines(&String::from_utf8_lossy(&out.stdout), 1, "TCP fallback");
 }
