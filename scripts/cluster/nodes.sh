@@ -12,13 +12,15 @@
 # fnbr0); the bridge has 10.79.0.254, so the root namespace reaches every node and every
 # node reaches the root namespace (where mpirun and slurmctld run). /etc/hosts gets a
 # line per node (marked "# fabric-cluster"), so "--host fnode1:4,fnode2:4" resolves from
-# any namespace (they share /etc). State lives in /run/fabric-cluster, never in the repo.
+# any namespace (they share /etc). Each node has its own /tmp (commands started by
+# `exec`), the rest of the file system is shared, /dev/shm included. State lives in
+# /run/fabric-cluster, never in the repo.
 #
 # Every step checks before it acts, so `up` and `down` can be run any number of times;
 # a failed `up` removes what it made. Calls are serialized with a lock. Exit status 77
 # means the prerequisites are missing (root, iproute2, util-linux), reason on stderr.
 # tests/netns/hosts.sh uses fab-h*-PID names and 10.77.0.0/24: no overlap.
-set -euo pipefail
+set -Eeuo pipefail
 
 PREFIX=fnode
 BRIDGE=fnbr0
@@ -80,6 +82,7 @@ rm_node() {
         umount "$uts" 2>/dev/null || true
         rm -f "$uts"
     fi
+    rm -rf "${STATE:?}/tmp/$ns"
 }
 
 write_hosts() {
@@ -156,6 +159,7 @@ down() {
             rm -f "$f"
         done
     fi
+    rm -rf "${STATE:?}/tmp"
     has_link "$BRIDGE" && ip link del "$BRIDGE"
     write_hosts
 }
@@ -172,7 +176,15 @@ node_exec() {
     shift
     [[ $node =~ ^${PREFIX}[0-9]+$ ]] && has_ns "$node" || { echo "nodes.sh: no node '$node'" >&2; exit 2; }
     [[ $# -gt 0 ]] || { echo "nodes.sh: exec $node: no command" >&2; exit 2; }
-    exec ip netns exec "$node" nsenter --uts="$(uts_file "${node#"$PREFIX"}")" -- "$@"
+    # A private /tmp, as on separate machines: launchers name their per-job files there
+    # by job id alone (Slurm's PMIx directories), which would collide between nodes.
+    # `ip netns exec` makes a mount namespace that does not propagate back, so the bind
+    # mount is seen by CMD and its descendants only.
+    local tmp=$STATE/tmp/$node
+    mkdir -p "$tmp"
+    chmod 1777 "$tmp"
+    exec ip netns exec "$node" nsenter --uts="$(uts_file "${node#"$PREFIX"}")" -- \
+        /bin/sh -c 'mount --bind "$0" /tmp && exec "$@"' "$tmp" "$@"
 }
 
 case "${1:-}" in
