@@ -117,13 +117,18 @@ impl Cluster {
             skip_allowed(&format!("'{missing}' is not installed"));
             return None;
         }
-        // The lock file must exist to be locked; making the directory needs root, which
-        // the scripts check (and report) themselves.
-        if std::fs::create_dir_all(STATE).is_err() {
-            skip_allowed(&format!("cannot create {STATE} (not root?)"));
-            return None;
-        }
-        let lock = File::create(Path::new(STATE).join("cluster.lock")).unwrap();
+        // The lock file lives where the scripts keep their state, which needs root.
+        let lock = match std::fs::create_dir_all(STATE)
+            .and_then(|()| File::create(Path::new(STATE).join("cluster.lock")))
+        {
+            Ok(f) => f,
+            Err(e) => {
+                skip_allowed(&format!(
+                    "cannot create {STATE}/cluster.lock (not root?): {e}"
+                ));
+                return None;
+            }
+        };
         let start = Instant::now();
         while lock.try_lock().is_err() {
             assert!(
