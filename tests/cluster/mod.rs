@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -100,6 +101,14 @@ fn script(name: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8(out.stdout).unwrap())
 }
 
+/// Takes `f`'s exclusive lock if no one holds it (flock(2), released when `f` closes,
+/// with the process if it dies); whether it did.
+fn try_lock(f: &File) -> bool {
+    // SAFETY: flock(2) on a descriptor that `f` keeps open during the call; no memory
+    // is passed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 /// Whether `cmd` is on the PATH.
 fn have(cmd: &str) -> bool {
     std::env::var_os("PATH")
@@ -130,7 +139,7 @@ impl Cluster {
             }
         };
         let start = Instant::now();
-        while lock.try_lock().is_err() {
+        while !try_lock(&lock) {
             assert!(
                 start.elapsed() < LOCK_WAIT,
                 "another test cluster held {STATE}/cluster.lock for {LOCK_WAIT:?}"
