@@ -139,6 +139,48 @@ fn check_placement(
     by_rank
 }
 
+/// What a node is: its own network (its address, the others' reachable by name), its
+/// own hostname, its own /tmp; and a process started in it finds itself there.
+#[test]
+fn nodes_have_their_own_network_hostname_and_tmp() {
+    let Some(c) = Cluster::up(NODES) else { return };
+    let deadline = Duration::from_secs(20);
+    let mark = format!("/tmp/fabric-launch-{}", std::process::id());
+    for (i, node) in c.nodes().iter().enumerate() {
+        let other = &c.nodes()[(i + 1) % NODES];
+        // `getent` resolves like the launchers do; `ip -o -4 addr` lists this node's.
+        let script = format!(
+            "hostname; ip -o -4 addr show dev eth0; getent hosts {}; \
+             test -e {mark} && echo SEEN; touch {mark}",
+            other.name
+        );
+        let out = c.exec(&node.name, &["/bin/sh", "-c", &script], deadline);
+        assert!(out.success(), "{out}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines[0], node.name, "{out}");
+        assert!(
+            lines[1].contains(&format!("inet {}/24", node.addr)),
+            "{out}"
+        );
+        assert!(lines[2].starts_with(&other.addr), "{out}");
+        // Each node's /tmp is its own: the mark made in the first is not in the second.
+        assert_eq!(lines.len(), 3, "{out}");
+    }
+    assert!(
+        !std::path::Path::new(&mark).exists(),
+        "a node wrote the root's /tmp"
+    );
+    // And the probe, run in a node, names it.
+    let mut probe_in_node = vec!["env", "FABRIC_LAUNCH_PROBE=1"];
+    let probe = probe();
+    probe_in_node.extend(probe.iter().map(String::as_str));
+    let out = c.exec(&c.nodes()[1].name, &probe_in_node, deadline);
+    let recs = out.records(MARK);
+    assert_eq!(recs.len(), 1, "{out}");
+    assert_eq!(recs[0]["netns"], c.nodes()[1].name, "{out}");
+    assert_eq!(recs[0]["host"], c.nodes()[1].name, "{out}");
+}
+
 #[test]
 fn mpirun_places_four_ranks_in_each_of_two_nodes() {
     let Some(c) = Cluster::up(NODES) else { return };

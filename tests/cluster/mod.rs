@@ -213,6 +213,15 @@ impl Cluster {
             .expect("Cluster::slurm not called")
     }
 
+    /// `CMD ARGS` inside `node` (its network, hostname and /tmp), within `deadline`.
+    pub fn exec(&self, node: &str, cmd: &[&str], deadline: Duration) -> Launch {
+        let mut c = command("bash");
+        c.arg(scripts().join("nodes.sh"))
+            .args(["exec", node])
+            .args(cmd);
+        run(c, deadline)
+    }
+
     /// `mpirun ARGS` from the root namespace, its daemons started in the nodes by the rsh
     /// agent, as root and with more ranks than cores allowed; within [`LAUNCH_DEADLINE`].
     pub fn mpirun(&self, args: &[&str]) -> Launch {
