@@ -51,7 +51,9 @@ lock() {
 alive() {
     local pid state
     [[ -s $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] || return 1
-    state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+    # The state follows the command name, which ends at the last ')'.
+    state=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    state=${state##*) }
     [[ $state != Z* ]]
 }
 
