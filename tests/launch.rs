@@ -220,25 +220,30 @@ fn srun_places_four_ranks_in_each_of_two_nodes_with_pmix_and_pmi2() {
     let np = (NODES * PER_NODE).to_string();
     let nodes = NODES.to_string();
     let probe = probe();
-    for mpi in ["pmix", "pmi2"] {
-        let flag = format!("--mpi={mpi}");
-        let mut args = vec![
-            flag.as_str(),
+    // None: no --mpi, slurm.sh's MpiDefault, which is PMIx.
+    for mpi in [None, Some("pmix"), Some("pmi2")] {
+        let flag = mpi.map(|m| format!("--mpi={m}"));
+        let mut args: Vec<&str> = flag.iter().map(String::as_str).collect();
+        args.extend([
             "-N",
             &nodes,
             "-n",
             &np,
             "--export=ALL,FABRIC_LAUNCH_PROBE=1",
-        ];
+        ]);
         args.extend(probe.iter().map(String::as_str));
         let out = c.srun(&args);
-        eprintln!("srun {flag} -N {nodes} -n {np}: {:?}", out.elapsed);
+        eprintln!(
+            "srun {} -N {nodes} -n {np}: {:?}",
+            flag.as_deref().unwrap_or(""),
+            out.elapsed
+        );
         let ranks = check_placement(&c, &out, "SLURM_PROCID");
         for (rank, r) in &ranks {
             assert_eq!(r["SLURMD_NODENAME"], r["netns"], "{r:?}");
             assert_eq!(r["SLURM_NTASKS"], np, "{r:?}");
             match mpi {
-                "pmix" => {
+                None | Some("pmix") => {
                     assert_eq!(r.get("PMIX_RANK"), Some(&rank.to_string()), "{r:?}");
                     assert!(
                         r.get("PMIX_NAMESPACE").is_some_and(|v| !v.is_empty()),

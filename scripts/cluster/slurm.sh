@@ -12,8 +12,8 @@
 # pid and log files), never in /etc/slurm, /etc/munge or the repository. The daemons run
 # as root, without cgroups (proctrack/linuxproc, task/none), on ports 6917/6918 so that
 # they do not meet a system Slurm. The controller runs with the hostname "fctl" (its own
-# UTS namespace) and listens on the bridge's address. MpiDefault is none: ask for
-# --mpi=pmix or --mpi=pmi2 per step.
+# UTS namespace) and listens on the bridge's address. MpiDefault is pmix (Debian's
+# Slurm has the plugin); --mpi=pmi2 asks for PMI-2 instead.
 # Exit status 77 means the prerequisites are missing (slurm-wlm, munge, root), reason on
 # stderr.
 set -Eeuo pipefail
@@ -100,7 +100,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 SwitchType=switch/none
-MpiDefault=none
+MpiDefault=pmix
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 # The nodes share this machine's cores: the configured CPUs win over what slurmd sees.
