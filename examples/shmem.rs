@@ -335,7 +335,12 @@ impl<'a, P: Provider> Pe<'a, P> {
                     }
                     spin.idle(|| format!("{name} to rank {peer}: the transmit queue stays full"))?;
                 }
-                Err(e) => return Err(Failure::call(name, e)),
+                Err(e) => {
+                    // A peer that is gone can fail the post itself (no route, refused).
+                    let text = format!("{name} to rank {peer} failed: {}", e.as_str());
+                    self.errors.push((Some(peer), text.clone()));
+                    return Err(Failure::new(e, text));
+                }
             }
         }
         if counted {
