@@ -163,6 +163,10 @@ struct Args {
     /// 1 MiB puts per bandwidth round
     #[arg(long, default_value_t = 32)]
     bench_puts: usize,
+    /// after a failure, serve the other ranks this many seconds (at most -T) before
+    /// exiting, so that they see the failure's cause rather than this rank's exit
+    #[arg(long, default_value_t = 2)]
+    linger: u64,
     /// the rank that kills itself (SIGKILL) at --kill-after-phase
     #[arg(long, requires = "kill_after_phase")]
     kill_rank: Option<usize>,
@@ -188,7 +192,11 @@ impl Heap {
     }
 
     fn from_bytes(b: &[u8]) -> Option<Heap> {
-        let w = |i: usize| Some(u64::from_le_bytes(b.get(i * 8..i * 8 + 8)?.try_into().ok()?));
+        let w = |i: usize| {
+            Some(u64::from_le_bytes(
+                b.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
         (b.len() == 24).then_some(())?;
         Some(Heap {
             addr: w(0)?,
@@ -451,7 +459,7 @@ impl<'a, P: Provider> Pe<'a, P> {
                 spin.busy();
                 continue;
             }
-            spin.idle(|| {
+            let waited = spin.idle(|| {
                 let on: Vec<String> = self
                     .pending
                     .iter()
@@ -460,7 +468,13 @@ impl<'a, P: Provider> Pe<'a, P> {
                     .map(|(p, n)| format!("{n} on rank {p}"))
                     .collect();
                 format!("{what}: operations still pending: {}", on.join(", "))
-            })?;
+            });
+            if let Err(f) = waited {
+                for p in (0..self.size).filter(|&p| self.pending[p] > 0) {
+                    self.errors.push((Some(p), f.msg.clone()));
+                }
+                return Err(f);
+            }
         }
         self.check_errors(what)
     }
@@ -527,9 +541,12 @@ impl<'a, P: Provider> Pe<'a, P> {
                 }
                 self.check_errors("barrier")?;
                 let epoch = self.barrier_epoch;
-                spin.idle(|| {
-                    format!("barrier {epoch} round {round}: no message from rank {from}")
-                })?;
+                if let Err(f) = spin
+                    .idle(|| format!("barrier {epoch} round {round}: no message from rank {from}"))
+                {
+                    self.errors.push((Some(from), f.msg.clone()));
+                    return Err(f);
+                }
             }
             dist *= 2;
             round += 1;
@@ -545,9 +562,7 @@ impl<'a, P: Provider> Pe<'a, P> {
     }
 
     fn local_u64(&self, off: usize) -> Res<u64> {
-        Ok(u64::from_le_bytes(
-            self.local(off, 8)?.try_into().unwrap(),
-        ))
+        Ok(u64::from_le_bytes(self.local(off, 8)?.try_into().unwrap()))
     }
 
     /// Kills this process with `SIGKILL` if the command line says so for `phase`.
@@ -805,6 +820,19 @@ fn bench_answer<P: Provider>(pe: &mut Pe<'_, P>) -> Res<()> {
     }
 }
 
+/// After a failure, keeps serving the others (their operations on this heap need this
+/// rank's progress) for `how_long`, so that they too run into the failure's cause
+/// instead of into this rank's exit.
+fn linger<P: Provider>(pe: &mut Pe<'_, P>, how_long: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < how_long {
+        if pe.poll().is_err() {
+            break;
+        }
+        std::thread::sleep(NAP);
+    }
+}
+
 /// This process's node: the network namespace it is in (the entry of /run/netns that
 /// is the same namespace, as `ip netns identify` finds it), or `root`.
 fn netns() -> String {
@@ -839,7 +867,9 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
     let mut boot = Boot::init().map_err(boot_err)?;
     let (rank, size) = (boot.rank() as usize, boot.size() as usize);
     if args.slot == 0 || args.chunk == 0 || args.slot % 8 != 0 {
-        return Err(Failure::usage("--slot must be a positive multiple of 8, --chunk positive"));
+        return Err(Failure::usage(
+            "--slot must be a positive multiple of 8, --chunk positive",
+        ));
     }
     let hints = Hints::new()
         .caps(Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
@@ -880,7 +910,8 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
     boot.put("heap", &mine.to_bytes()).map_err(boot_err)?;
     boot.put("host", host.as_bytes()).map_err(boot_err)?;
     if rank == 0 {
-        boot.put("seed", &chosen_seed.to_le_bytes()).map_err(boot_err)?;
+        boot.put("seed", &chosen_seed.to_le_bytes())
+            .map_err(boot_err)?;
     }
     boot.commit().map_err(boot_err)?;
     boot.fence().map_err(boot_err)?;
@@ -896,7 +927,10 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
         if h.len != mine.len {
             return Err(Failure::new(
                 Error::Inval,
-                format!("rank {p}'s heap is {} bytes, this one {}: not symmetric", h.len, mine.len),
+                format!(
+                    "rank {p}'s heap is {} bytes, this one {}: not symmetric",
+                    h.len, mine.len
+                ),
             ));
         }
         heaps.push(h);
@@ -979,6 +1013,8 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
             boot.finalize().map_err(boot_err)
         }
         Err(f) => {
+            let linger_for = Duration::from_secs(args.linger).min(pe.timeout);
+            linger(&mut pe, linger_for);
             let failed: Vec<String> = pe.failed().iter().map(|p| p.to_string()).collect();
             println!(
                 "{head} bytes={} fadd={} lock={} ok=false phase={} failed={}",
@@ -986,7 +1022,11 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
                 tally.fadds,
                 tally.locks,
                 phase.replace(' ', "-"),
-                if failed.is_empty() { "none".into() } else { failed.join(",") }
+                if failed.is_empty() {
+                    "none".into()
+                } else {
+                    failed.join(",")
+                }
             );
             Err(Failure {
                 code: f.code,
