@@ -866,10 +866,8 @@ fn boot_err(e: fabric_boot::BootError) -> Failure {
 fn job<P: Provider>(args: &Args) -> Res<()> {
     let mut boot = Boot::init().map_err(boot_err)?;
     let (rank, size) = (boot.rank() as usize, boot.size() as usize);
-    if args.slot == 0 || args.chunk == 0 || args.slot % 8 != 0 {
-        return Err(Failure::usage(
-            "--slot must be a positive multiple of 8, --chunk positive",
-        ));
+    if args.slot == 0 || args.chunk == 0 {
+        return Err(Failure::usage("--slot and --chunk must be positive"));
     }
     let hints = Hints::new()
         .caps(Caps::TAGGED | Caps::RMA | Caps::ATOMIC)
