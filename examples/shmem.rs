@@ -23,7 +23,8 @@
 //! ok=true`, and exits 0, or prints `ok=false` with the phase and the ranks that failed
 //! it (`failed=3,5`), says what went wrong on stderr, and exits non-zero. Every wait
 //! gives up when nothing happens for `-T` seconds, so a dead or stuck peer is an error
-//! naming it, not a hang. The seed is printed (`seed=`) and replayed with `--seed`.
+//! naming it, not a hang. The seed is printed (`seed=`) and replayed with `--seed` or
+//! `FABRIC_SHMEM_SEED`.
 //!
 //! `--bench`: rank 0 measures, against the first other rank on its node and the first
 //! rank on another node, the one-way latency of an 8-byte put that the peer sees and
@@ -75,6 +76,8 @@ const HEAP_KEY: u64 = 0x5e4d;
 const BARRIER_TAG: u64 = 1 << 63;
 /// Context of a barrier receive.
 const BARRIER_CTX: usize = usize::MAX;
+/// The environment variable that replays a seed (as `--seed` does).
+const SEED_ENV: &str = "FABRIC_SHMEM_SEED";
 /// The ping value that ends a benchmark peer's answering loop.
 const PING_END: u64 = u64::MAX;
 /// Empty polls in a row before a wait starts yielding the processor.
@@ -145,7 +148,7 @@ struct Args {
     /// bytes per put of the all-to-all
     #[arg(long, default_value_t = 4 << 10)]
     chunk: usize,
-    /// pattern seed (default: chosen by rank 0 and printed)
+    /// pattern seed (default: FABRIC_SHMEM_SEED, else chosen by rank 0; printed)
     #[arg(long)]
     seed: Option<u64>,
     /// fetch-adds and lock rounds per rank
@@ -898,7 +901,13 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
         len: heap_len as u64,
     };
     let host = hostname();
-    let chosen_seed = args.seed.unwrap_or_else(|| {
+    let from_env = match std::env::var(SEED_ENV) {
+        Ok(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+            Failure::usage(format!("{SEED_ENV}={v:?} is not a 64-bit unsigned number"))
+        })?),
+        Err(_) => None,
+    };
+    let chosen_seed = args.seed.or(from_env).unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();

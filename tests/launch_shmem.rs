@@ -4,7 +4,10 @@
 //! lock checks over the fabric, and report one `SHMEM ... ok=true` line each. A rank
 //! that kills itself (`SIGKILL`) in the middle makes the others fail with a report
 //! naming what failed, within a deadline, under both launchers, told to let the
-//! survivors run. Without any launcher the example says so.
+//! survivors run, or the launcher ends the job where it cannot be told otherwise.
+//! Without any launcher the example says so; four ranks over shm on this machine (the
+//! bootstrap's TCP fallback in place of a launcher) need no cluster. The ranks print
+//! their pattern seed (`seed=` in the output); `FABRIC_SHMEM_SEED` replays one.
 //!
 //! Needs root, iproute2, `openmpi-bin`, `slurm-wlm` and `munge` (`.ci/run` installs them)
 //! for the cluster tests; without them they fail unless `FABRIC_TEST_ALLOW_SKIP=1`.
@@ -68,10 +71,15 @@ fn shmem() -> PathBuf {
 
 /// The rank's command line: the example, [`PROVIDER`], `-T`, the sizes here, `extra`.
 fn rank_cmd(timeout_s: u64, extra: &[&str]) -> Vec<String> {
+    rank_cmd_on(PROVIDER, timeout_s, extra)
+}
+
+/// [`rank_cmd`] on `provider`.
+fn rank_cmd_on(provider: &str, timeout_s: u64, extra: &[&str]) -> Vec<String> {
     let mut v = vec![
         shmem().to_str().unwrap().to_owned(),
         "-p".into(),
-        PROVIDER.into(),
+        provider.into(),
         "-T".into(),
         timeout_s.to_string(),
         "--slot".into(),
@@ -79,6 +87,10 @@ fn rank_cmd(timeout_s: u64, extra: &[&str]) -> Vec<String> {
         "--iters".into(),
         ITERS.to_string(),
     ];
+    // The ranks print their seed; the environment replays one.
+    if let Ok(seed) = std::env::var("FABRIC_SHMEM_SEED") {
+        v.extend(["--seed".into(), seed]);
+    }
     v.extend(extra.iter().map(|s| s.to_string()));
     v
 }
@@ -405,6 +417,109 @@ fn without_a_launcher_the_example_says_how_to_start_it() {
         err.contains("shmem: bootstrap:") && err.contains("rank 0"),
         "{err}"
     );
+}
+
+/// `n` ranks of the example on this machine through the bootstrap's TCP fallback (no
+/// launcher, no cluster), on `provider` and with `extra`; every rank's exit status (`None`: killed
+/// at the deadline) and output.
+fn fallback_job(
+    n: usize,
+    provider: &str,
+    extra: &[&str],
+) -> Vec<(Option<std::process::ExitStatus>, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = std::env::temp_dir();
+    let mut ranks = Vec::new();
+    for r in 0..n {
+        let log = dir.join(format!("shmem-fallback-{}-{r}.out", std::process::id()));
+        let f = std::fs::File::create(&log).unwrap();
+        let child = Command::new(shmem())
+            .args(&rank_cmd_on(provider, KILL_TIMEOUT_S, extra)[1..])
+            .env("FABRIC_BOOT_ADDR", &addr)
+            .env("FABRIC_BOOT_RANK", r.to_string())
+            .env("FABRIC_BOOT_SIZE", n.to_string())
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        ranks.push((child, log));
+    }
+    let start = Instant::now();
+    ranks
+        .into_iter()
+        .map(|(mut child, log)| {
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break Some(s);
+                }
+                if start.elapsed() > FAILURE_BOUND {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let out = std::fs::read_to_string(&log).unwrap();
+            std::fs::remove_file(&log).unwrap();
+            (status, out)
+        })
+        .collect()
+}
+
+/// The summary record of one rank's output.
+fn record(out: &str) -> Option<BTreeMap<String, String>> {
+    let line = out.lines().find_map(|l| l.strip_prefix(MARK))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    )
+}
+
+/// Four ranks on one machine over shm (the bootstrap's fallback in place of a
+/// launcher): everything verified; then one killed after setup, and the others fail
+/// naming what failed, in time.
+#[test]
+fn shm_four_ranks_without_launcher_verified_and_a_killed_rank_reported() {
+    let n = 4;
+    let jobs = fallback_job(n, "shm", &[]);
+    for (r, (status, out)) in jobs.iter().enumerate() {
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "rank {r}: {status:?}\n{out}"
+        );
+        let rec = record(out).unwrap_or_else(|| panic!("rank {r} reported nothing: {out}"));
+        assert_eq!(rec["ok"], "true", "{out}");
+        assert_eq!(rec["rank"], r.to_string(), "{out}");
+        assert_eq!(rec["provider"], "shm", "{out}");
+        assert_eq!(rec["bytes"], (2 * n * SLOT).to_string(), "{out}");
+    }
+
+    let jobs = fallback_job(
+        n,
+        "shm",
+        &["--kill-rank", "2", "--kill-after-phase", "setup"],
+    );
+    for (r, (status, out)) in jobs.iter().enumerate() {
+        let status = status.unwrap_or_else(|| panic!("rank {r} hung: {out}"));
+        assert!(!status.success(), "rank {r} passed with rank 2 dead: {out}");
+        if r == 2 {
+            assert!(out.contains("rank 2 kills itself"), "{out}");
+            assert!(record(out).is_none(), "{out}");
+            continue;
+        }
+        let rec = record(out).unwrap_or_else(|| panic!("rank {r} reported nothing: {out}"));
+        assert_eq!(rec["ok"], "false", "{out}");
+        assert_ne!(rec["failed"], "none", "{out}");
+        assert!(out.contains(&format!("shmem: rank {r}: ")), "{out}");
+    }
 }
 
 /// The measurement: rank 0 against rank 1 (its node) and rank 4 (the other node).
