@@ -95,6 +95,7 @@ enum OpKind {
     Get = 2,
     FetchAdd = 3,
     CompareSwap = 4,
+    Barrier = 5,
 }
 
 impl OpKind {
@@ -104,6 +105,7 @@ impl OpKind {
             OpKind::Get => "get",
             OpKind::FetchAdd => "fetch-add",
             OpKind::CompareSwap => "compare-swap",
+            OpKind::Barrier => "barrier message",
         }
     }
 
@@ -113,6 +115,7 @@ impl OpKind {
             OpKind::Get,
             OpKind::FetchAdd,
             OpKind::CompareSwap,
+            OpKind::Barrier,
         ]
         .into_iter()
         .find(|k| *k as usize == b)
@@ -297,7 +300,7 @@ impl<'a, P: Provider> Pe<'a, P> {
                     let peer = self.settle(err.context);
                     let what = match (peer, OpKind::from_bits(err.context.0 >> 32)) {
                         (Some(p), Some(k)) => format!("{} on rank {p}", k.name()),
-                        _ => "an injected operation (barrier message or 8-byte put)".into(),
+                        _ => "an injected 8-byte put (benchmark)".into(),
                     };
                     let text = format!(
                         "{what} failed: {} ({})",
@@ -499,7 +502,8 @@ impl<'a, P: Provider> Pe<'a, P> {
     }
 
     /// `shmem_barrier_all`: quiet, then a dissemination barrier (round k: a message to
-    /// rank + 2^k, one awaited from rank - 2^k) over tagged messages.
+    /// rank + 2^k, one awaited from rank - 2^k) over tagged messages. Its own messages
+    /// may still be in flight on return; the next quiet waits for them.
     fn barrier(&mut self) -> Res<()> {
         self.quiet("barrier")?;
         self.barrier_epoch += 1;
@@ -522,7 +526,10 @@ impl<'a, P: Provider> Pe<'a, P> {
             }
             .call("fi_trecv")?;
             let dest = self.addrs[to];
-            self.post("fi_tinject", to, false, |o| o.ep.tinject(&[], dest, tag))?;
+            // Sent with a completion (not injected) so that a failure names the rank;
+            // the next quiet reaps it.
+            let ctx = OpKind::Barrier.context(to);
+            self.post("fi_tsend", to, true, |o| o.ep.tsend(&[], dest, tag, ctx))?;
             let mut spin = Spin::new(self.timeout);
             let mut e = [CqTaggedEntry::default(); 1];
             loop {
@@ -532,10 +539,9 @@ impl<'a, P: Provider> Pe<'a, P> {
                     Err(Error::Again) => {}
                     Err(Error::Avail) => {
                         let err = o.rxcq.read_err().call("fi_cq_readerr")?;
-                        return Err(Failure::new(
-                            err.err,
-                            format!("barrier receive from rank {from} failed: {}", err.err),
-                        ));
+                        let text = format!("barrier receive from rank {from} failed: {}", err.err);
+                        self.errors.push((Some(from), text.clone()));
+                        return Err(Failure::new(err.err, text));
                     }
                     Err(e) => return Err(Failure::call("fi_cq_read", e)),
                 }
@@ -571,7 +577,10 @@ impl<'a, P: Provider> Pe<'a, P> {
     /// Kills this process with `SIGKILL` if the command line says so for `phase`.
     fn maybe_die(&self, phase: Phase) {
         if self.kill == Some((self.rank, phase)) {
-            eprintln!("shmem: rank {} kills itself at phase {phase:?}", self.rank);
+            say(&format!(
+                "shmem: rank {} kills itself at phase {phase:?}",
+                self.rank
+            ));
             // If the signal could not be sent the run goes on, and the test that asked
             // for the kill sees every rank finish and fails.
             let _ = rustix::process::kill_process(
@@ -1043,6 +1052,13 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
     }
 }
 
+/// Writes `line` to stderr in one piece: a launcher merging the ranks' streams then
+/// cannot cut it with another rank's output.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let r = Prov::parse(&args.provider).and_then(|prov| match prov {
@@ -1056,7 +1072,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("shmem: {}", f.msg);
+            say(&format!("shmem: {}", f.msg));
             ExitCode::from(f.exit_code())
         }
     }
