@@ -978,9 +978,10 @@ fn job<P: Provider>(args: &Args) -> Res<()> {
     };
     let head = format!(
         "SHMEM rank={rank} size={size} node={} host={host} local={local} boot={} provider={} \
-         peers={size} seed={seed}",
+         prov_name={} peers={size} seed={seed}",
         netns(),
         boot.kind().to_string().replace(' ', "-"),
+        args.provider.to_ascii_lowercase(),
         P::NAME
     );
     let mut tally = Tally::default();

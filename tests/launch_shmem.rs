@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 mod cluster;
 use cluster::{Cluster, Launch};
 
-/// The provider every job here runs on: `tcp` crosses the nodes (each node is its own
-/// network namespace); the composed shm-within-a-node provider takes its place here
-/// once it is in the examples' `-p` choice.
+/// The provider (`-p`) every launched job here runs on: `tcp` crosses the nodes (each
+/// node is its own network namespace). The composed shm-within-a-node provider takes
+/// its place here, this line only, once it is in the examples' `-p` choice (and has its
+/// arm in `examples/shmem.rs`'s `main`).
 const PROVIDER: &str = "tcp";
 /// What the ranks need in their environment for [`PROVIDER`]: the nodes' interface
 /// (tcp endpoints listen on localhost otherwise).
