@@ -245,7 +245,7 @@ fn client() {
             n.ep.fetch_atomic(
                 &1u64.to_le_bytes(),
                 &mut old,
-                Datatype::U64,
+                Datatype::Uint64,
                 AtomicOp::Sum,
                 server,
                 base,
