@@ -95,10 +95,10 @@ pub struct HybridTx<L: Half, R: Half> {
 pub struct HybridRx<L: Half, R: Half> {
     local: ReceiverOf<L>,
     remote: ReceiverOf<R>,
-    /// Polls left in which the remote half is polled every time.
+    /// Polls of the remote half left in which it is polled every time.
     hot: u32,
-    /// Polls left until a cold remote half is polled.
-    cold: u32,
+    /// Polls left until the remote half is polled: 1 while it is hot.
+    due: u32,
 }
 
 /// The core's sink, handed to the local half: everything passes through unchanged;
@@ -224,7 +224,7 @@ where
             local: self.local.receiver(),
             remote: self.remote.receiver(),
             hot: 0,
-            cold: 1,
+            due: 1,
         }
     }
 
@@ -321,9 +321,10 @@ where
         if refused {
             return n;
         }
-        // The one test a local poll pays: is the remote half due?
-        rx.cold -= 1;
-        if rx.cold != 0 && rx.hot == 0 && !self.kick.load(Ordering::Relaxed) {
+        // The one test a local poll pays: is the remote half due? (While it is hot,
+        // `due` is 1 after every poll of it.)
+        rx.due -= 1;
+        if rx.due != 0 && !self.kick.load(Ordering::Relaxed) {
             return n;
         }
         n + self.poll_remote(rx, &mut sink)
@@ -352,7 +353,6 @@ where
             self.kick.store(false, Ordering::Relaxed);
             rx.hot = HOT_POLLS;
         }
-        rx.cold = COLD_STRIDE;
         let far = Far {
             sink,
             pull: PhantomData,
@@ -364,6 +364,7 @@ where
         } else {
             rx.hot = rx.hot.saturating_sub(1);
         }
+        rx.due = if rx.hot != 0 { 1 } else { COLD_STRIDE };
         m
     }
 }
