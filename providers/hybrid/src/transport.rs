@@ -8,14 +8,15 @@
 //!
 //! **Polling.** The local half is polled every time. The remote half costs a system
 //! call per poll (tcp's `epoll_wait`), several times a shared-memory poll, so it is
-//! polled every time only while it is *hot*: for [`HOT_POLLS`] polls after it last
-//! delivered a packet, after this endpoint sent a request through it, or after a
-//! thread armed the endpoint before sleeping ([`RemoteWake`]: whatever wakes it is
-//! looked at). Cold, it is polled once every [`COLD_STRIDE`] polls, which bounds how
-//! late the first packet of a new remote peer, or a broken connection, is noticed.
+//! polled every time only while it is *hot*: for [`HOT_POLLS`] polls of it after it
+//! last delivered a packet or after this endpoint sent something through it. Cold, it
+//! is polled once every [`COLD_STRIDE`] polls, which bounds how late the first packet
+//! of a new remote peer, or a broken connection, is noticed; and at the first poll
+//! after a thread armed the endpoint before sleeping ([`RemoteWake`]), so that what
+//! woke it is seen.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use fabric::provider::wire::{Eager, Header, Response};
@@ -29,6 +30,11 @@ use crate::Half;
 pub const HOT_POLLS: u32 = 1 << 16;
 /// While cold, the remote half is polled once every this many polls.
 pub const COLD_STRIDE: u32 = 1024;
+
+/// [`HybridEp::kick`]: look at the remote half at the next poll.
+const LOOK: u8 = 1;
+/// [`HybridEp::kick`]: look at the remote half at the next polls, as after an arrival.
+const HEAT: u8 = 2;
 
 /// A peer resolved at AV insert: through which half it is reached.
 #[derive(Debug, Clone)]
@@ -59,9 +65,11 @@ pub struct HybridEp<L: Half, R: Half> {
     pub(crate) local: L::Transport,
     pub(crate) remote: R::Transport,
     name: Box<[u8]>,
-    /// Set when something suggests the remote half has news soon (a request went out
-    /// through it, a thread is about to sleep): the next poll looks at it.
-    kick: AtomicBool,
+    /// Set when the remote half may have news soon: the next poll looks at it, and
+    /// keeps looking ([`HEAT`]: a request went out through it, its response comes
+    /// that way) or looks once ([`LOOK`]: a thread armed the endpoint before sleeping,
+    /// and whatever wakes it is to be seen).
+    kick: AtomicU8,
 }
 
 impl<L: Half, R: Half> HybridEp<L, R> {
@@ -70,7 +78,7 @@ impl<L: Half, R: Half> HybridEp<L, R> {
             local,
             remote,
             name: name.into_boxed_slice(),
-            kick: AtomicBool::new(false),
+            kick: AtomicU8::new(0),
         }
     }
 
@@ -239,7 +247,7 @@ where
         match to {
             Peer::Local(p) => self.local.send(&mut tx.local, p, hdr, payload),
             Peer::Remote(p) => {
-                self.kick.store(true, Ordering::Relaxed);
+                self.kick.store(HEAT, Ordering::Relaxed);
                 self.remote.send(&mut tx.remote, p, hdr, payload)
             }
         }
@@ -256,7 +264,7 @@ where
         match to {
             Peer::Local(p) => self.local.send_eager(&mut tx.local, p, m, payload),
             Peer::Remote(p) => {
-                self.kick.store(true, Ordering::Relaxed);
+                self.kick.store(HEAT, Ordering::Relaxed);
                 self.remote.send_eager(&mut tx.remote, p, m, payload)
             }
         }
@@ -324,7 +332,7 @@ where
         // The one test a local poll pays: is the remote half due? (While it is hot,
         // `due` is 1 after every poll of it.)
         rx.due -= 1;
-        if rx.due != 0 && !self.kick.load(Ordering::Relaxed) {
+        if rx.due != 0 && self.kick.load(Ordering::Relaxed) == 0 {
             return n;
         }
         n + self.poll_remote(rx, &mut sink)
@@ -349,8 +357,7 @@ where
     /// poll's path stays short.
     #[inline(never)]
     fn poll_remote<K: Sink<PullOf<L>>>(&self, rx: &mut HybridRx<L, R>, sink: &mut K) -> usize {
-        if self.kick.load(Ordering::Relaxed) {
-            self.kick.store(false, Ordering::Relaxed);
+        if self.kick.load(Ordering::Relaxed) != 0 && self.kick.swap(0, Ordering::Relaxed) == HEAT {
             rx.hot = HOT_POLLS;
         }
         let far = Far {
@@ -464,7 +471,7 @@ where
     TransportOf<R>: Transport<Pull = NoPull>,
 {
     fn arm(t: &Self, target: (std::os::fd::RawFd, u64)) {
-        t.kick.store(true, Ordering::Relaxed);
+        t.kick.fetch_max(LOOK, Ordering::Relaxed);
         <RemoteWakeOf<L> as RemoteWake<TransportOf<L>>>::arm(&t.local, target);
         <RemoteWakeOf<R> as RemoteWake<TransportOf<R>>>::arm(&t.remote, target);
     }
