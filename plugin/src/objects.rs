@@ -1,0 +1,1659 @@
+//! The objects of one stack `S`: domain, endpoint, CQ, AV and MR, with ops tables whose
+//! entries are `extern "C"` functions monomorphized for `S` (and, for CQ reads, for the
+//! C entry format). A call from C is one indirect call into the static stack's path.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fabric::attr::{AvAttr, AvKind, CqAttr, CqFormatKind, CqWaitCond, MrAttr, WaitObj};
+use fabric::av_type::AvType;
+use fabric::flags::{BindFlags, MrAccess, OpFlags};
+use fabric::info::Info;
+use fabric::{
+    AddressVector, Config, Context, Cq, CqDataEntry, CqEntry, CqMsgEntry, CqTaggedEntry, Domain,
+    Endpoint, Error, Fabric, FiAddr, MemoryRegion, TaggedMsgMut,
+};
+
+use crate::fid::{neg, ret, sret, Obj};
+use crate::sys;
+use crate::Plugin;
+
+/// The stacks the plugin runs on: every one stores tagged completions, which each C
+/// CQ format is built from.
+pub trait St: Config<Cq = fabric::CqTagged> {}
+impl<S: Config<Cq = fabric::CqTagged>> St for S {}
+
+/// Counts of objects depending on another one, which cannot close while any is open.
+#[derive(Default)]
+pub struct Refs(AtomicUsize);
+
+impl Refs {
+    /// Whether any object depends on this one.
+    pub fn busy(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+/// The counters an object incremented when it was made or bound, decremented when it
+/// closes. Each points into an object that cannot close before this one.
+#[derive(Default)]
+struct Holds(Mutex<Vec<*const Refs>>);
+
+impl Holds {
+    fn add(&self, r: &Refs) {
+        r.0.fetch_add(1, Ordering::AcqRel);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(r as *const Refs);
+    }
+
+    fn release(&self) {
+        for r in self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            // SAFETY: the object owning `r` is busy while we hold it, so it is open.
+            unsafe { (*r).0.fetch_sub(1, Ordering::AcqRel) };
+        }
+    }
+}
+
+/// A domain of stack `S`, with the fabric the core opens alongside it.
+pub struct DomainState<S: St> {
+    domain: Domain<S>,
+    _fabric: Fabric<S>,
+    info: Info,
+    refs: Refs,
+    holds: Holds,
+}
+
+/// An endpoint.
+pub struct EpState<S: St> {
+    ep: Endpoint<S>,
+    holds: Holds,
+}
+
+/// A completion queue.
+pub struct CqState<S: St> {
+    cq: Cq<S>,
+    refs: Refs,
+    holds: Holds,
+}
+
+/// An address vector.
+pub struct AvState<S: St> {
+    av: AddressVector<S>,
+    refs: Refs,
+    holds: Holds,
+}
+
+/// A memory region: C owns the memory and promises it outlives the registration.
+pub struct MrState<S: St> {
+    _mr: MemoryRegion<'static, S>,
+    holds: Holds,
+}
+
+type DomainObj<S> = Obj<sys::fid_domain, DomainState<S>>;
+type EpObj<S> = Obj<sys::fid_ep, EpState<S>>;
+type CqObj<S> = Obj<sys::fid_cq, CqState<S>>;
+type AvObj<S> = Obj<sys::fid_av, AvState<S>>;
+type MrObj<S> = Obj<sys::fid_mr, MrState<S>>;
+
+fn fid(class: u32, context: *mut c_void, ops: &'static sys::fi_ops) -> sys::fid {
+    sys::fid {
+        fclass: class as usize,
+        context,
+        ops: ops as *const sys::fi_ops as *mut sys::fi_ops,
+    }
+}
+
+fn ptr_of<T>(t: &'static T) -> *mut T {
+    t as *const T as *mut T
+}
+
+/// Bytes C passes in: NULL is allowed only for an empty buffer.
+///
+/// # Safety
+/// `p` is NULL or points to `len` readable bytes that outlive the use.
+unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
+    if len == 0 {
+        Some(&[])
+    } else if p.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        Some(unsafe { core::slice::from_raw_parts(p.cast(), len) })
+    }
+}
+
+/// A receive buffer from C, as [`bytes`].
+///
+/// # Safety
+/// `p` is NULL or points to `len` writable bytes that outlive the operation.
+unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize) -> Option<&'a mut [u8]> {
+    if len == 0 {
+        Some(&mut [])
+    } else if p.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        Some(unsafe { core::slice::from_raw_parts_mut(p.cast(), len) })
+    }
+}
+
+/// An `iovec` array from C, as slices (`None`: NULL where data is required).
+///
+/// # Safety
+/// `iov` is NULL (with `count` 0) or points to `count` iovecs whose buffers outlive the
+/// operation.
+unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a mut [u8]>> {
+    if count == 0 {
+        return Some(Vec::new());
+    }
+    if iov.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    let v = unsafe { core::slice::from_raw_parts(iov, count) };
+    v.iter()
+        // SAFETY: each entry's buffer by the caller's contract.
+        .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
+        .collect()
+}
+
+const EINVAL: isize = -(sys::FI_EINVAL as isize);
+
+// ---- domain -------------------------------------------------------------------------
+
+/// Opens the core fabric and domain of stack `S` for `info` and returns the C domain.
+///
+/// # Safety
+/// `parent` is the live fabric's reference count, open until this domain closes.
+pub unsafe fn open_domain<S: St>(
+    info: Info,
+    parent: &Refs,
+    context: *mut c_void,
+) -> fabric::Result<*mut sys::fid_domain> {
+    let fabric = Fabric::<S>::open(&info)?;
+    let domain = fabric.domain(&info)?;
+    let st = DomainState {
+        domain,
+        _fabric: fabric,
+        info,
+        refs: Refs::default(),
+        holds: Holds::default(),
+    };
+    st.holds.add(parent);
+    let hdr = sys::fid_domain {
+        fid: fid(
+            sys::FI_CLASS_DOMAIN,
+            context,
+            const { &domain_fi_ops::<S>() },
+        ),
+        ops: ptr_of(const { &domain_ops::<S>() }),
+        mr: ptr_of(const { &mr_ops::<S>() }),
+    };
+    Ok(DomainObj::<S>::create(hdr, st, sys::FI_CLASS_DOMAIN).cast())
+}
+
+const fn domain_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(domain_close::<S>),
+        bind: Some(no_bind),
+        control: Some(no_control),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn domain_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { DomainObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
+}
+
+/// `bind` of objects that bind nothing.
+pub unsafe extern "C" fn no_bind(_: *mut sys::fid, _: *mut sys::fid, _: u64) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+/// `control` of objects with no control commands.
+pub unsafe extern "C" fn no_control(_: *mut sys::fid, _: c_int, _: *mut c_void) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+/// `fi_open_ops`: we have no extension ops.
+pub unsafe extern "C" fn no_ops_open(
+    _: *mut sys::fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+const fn domain_ops<S: St>() -> sys::fi_ops_domain {
+    sys::fi_ops_domain {
+        size: core::mem::size_of::<sys::fi_ops_domain>(),
+        av_open: Some(av_open::<S>),
+        cq_open: Some(cq_open::<S>),
+        endpoint: Some(ep_open::<S>),
+        scalable_ep: Some(no_scalable_ep),
+        cntr_open: Some(no_cntr_open),
+        poll_open: Some(no_poll_open),
+        stx_ctx: Some(no_stx_ctx),
+        srx_ctx: Some(no_srx_ctx),
+        query_atomic: Some(no_query_atomic),
+        query_collective: None,
+        endpoint2: None,
+    }
+}
+
+unsafe extern "C" fn no_scalable_ep(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_info,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn no_cntr_open(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_cntr_attr,
+    _: *mut *mut sys::fid_cntr,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn no_poll_open(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_poll_attr,
+    _: *mut *mut sys::fid_poll,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn no_stx_ctx(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_tx_attr,
+    _: *mut *mut sys::fid_stx,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn no_srx_ctx(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_rx_attr,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn no_query_atomic(
+    _: *mut sys::fid_domain,
+    _: sys::fi_datatype,
+    _: sys::fi_op,
+    _: *mut sys::fi_atomic_attr,
+    _: u64,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+// ---- completion queues ----------------------------------------------------------------
+
+/// A C completion entry format: built from the tagged entry every stack stores.
+pub trait CEntry: Copy {
+    /// The format's entry for `e`.
+    fn from_tagged(e: &CqTaggedEntry) -> Self;
+}
+
+impl CEntry for CqEntry {
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqEntry {
+            op_context: e.op_context,
+        }
+    }
+}
+impl CEntry for CqMsgEntry {
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqMsgEntry {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+        }
+    }
+}
+impl CEntry for CqDataEntry {
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqDataEntry {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+        }
+    }
+}
+impl CEntry for CqTaggedEntry {
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        *e
+    }
+}
+
+unsafe extern "C" fn cq_open<S: St>(
+    d: *mut sys::fid_domain,
+    attr: *mut sys::fi_cq_attr,
+    out: *mut *mut sys::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(dom) = (unsafe { DomainObj::<S>::state(d) }) else {
+        return neg(Error::Inval);
+    };
+    // SAFETY: NULL or a valid attribute by fi_cq_open's contract.
+    let (Some(a), false) = (unsafe { attr.as_ref() }, out.is_null()) else {
+        return neg(Error::Inval);
+    };
+    let Some(format) = CqFormatKind::from_raw(a.format) else {
+        return neg(Error::Inval);
+    };
+    let (Some(wait_obj), Some(wait_cond)) = (
+        WaitObj::from_raw(a.wait_obj),
+        CqWaitCond::from_raw(a.wait_cond),
+    ) else {
+        return neg(Error::Inval);
+    };
+    if a.flags & !(sys::FI_AFFINITY as u64) != 0 {
+        return neg(Error::BadFlags);
+    }
+    if wait_obj == WaitObj::Set || !a.wait_set.is_null() {
+        return neg(Error::NoSys);
+    }
+    let ca = CqAttr {
+        size: a.size,
+        flags: 0,
+        format,
+        wait_obj,
+        signaling_vector: a.signaling_vector,
+        wait_cond,
+    };
+    let cq = match dom.domain.cq(&ca) {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    let ops: &'static sys::fi_ops_cq = match format {
+        CqFormatKind::Context => const { &cq_ops::<S, CqEntry>() },
+        CqFormatKind::Msg => const { &cq_ops::<S, CqMsgEntry>() },
+        CqFormatKind::Data => const { &cq_ops::<S, CqDataEntry>() },
+        CqFormatKind::Tagged | CqFormatKind::Unspec => const { &cq_ops::<S, CqTaggedEntry>() },
+    };
+    let st = CqState {
+        cq,
+        refs: Refs::default(),
+        holds: Holds::default(),
+    };
+    st.holds.add(&dom.refs);
+    let hdr = sys::fid_cq {
+        fid: fid(sys::FI_CLASS_CQ, context, const { &cq_fi_ops::<S>() }),
+        ops: ptr_of(ops),
+    };
+    // SAFETY: `out` is non-NULL and writable by fi_cq_open's contract.
+    unsafe { *out = CqObj::<S>::create(hdr, st, sys::FI_CLASS_CQ).cast() };
+    0
+}
+
+const fn cq_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(cq_close::<S>),
+        bind: Some(no_bind),
+        control: Some(cq_control::<S>),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn cq_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { CqObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
+}
+
+unsafe extern "C" fn cq_control<S: St>(f: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CqObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    match (cmd as u32, c.cq.wait_fd()) {
+        (sys::FI_GETWAIT, Some(fd)) if !arg.is_null() => {
+            // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an `int *`.
+            unsafe { *arg.cast::<c_int>() = fd };
+            0
+        }
+        (sys::FI_GETWAIT, _) => neg(Error::Inval),
+        _ => neg(Error::NoSys),
+    }
+}
+
+const fn cq_ops<S: St, E: CEntry>() -> sys::fi_ops_cq {
+    sys::fi_ops_cq {
+        size: core::mem::size_of::<sys::fi_ops_cq>(),
+        read: Some(cq_read::<S, E>),
+        readfrom: Some(cq_readfrom::<S, E>),
+        readerr: Some(cq_readerr::<S>),
+        sread: Some(cq_sread::<S, E>),
+        sreadfrom: Some(cq_sreadfrom::<S, E>),
+        signal: Some(cq_signal::<S>),
+        strerror: Some(cq_strerror),
+    }
+}
+
+/// How many entries one read takes at most when converting formats.
+const CHUNK: usize = 64;
+
+/// Reads into C's buffer of `E`s: straight into it for the tagged format (the stored
+/// one), through a stack buffer otherwise.
+///
+/// # Safety
+/// `buf` points to `count` writable `E`s, `src` is NULL or to `count` `fi_addr_t`s.
+#[inline]
+unsafe fn read_into<S: St, E: CEntry>(
+    buf: *mut c_void,
+    count: usize,
+    src: *mut u64,
+    read: impl FnOnce(&mut [CqTaggedEntry], Option<&mut [FiAddr]>) -> fabric::Result<usize>,
+) -> isize {
+    if buf.is_null() && count != 0 {
+        return EINVAL;
+    }
+    let n = count.min(if size_of::<E>() == size_of::<CqTaggedEntry>() {
+        count
+    } else {
+        CHUNK
+    });
+    // SAFETY: `src` is NULL or `count` addresses by the caller's contract; FiAddr is a
+    // transparent u64.
+    let src = (!src.is_null())
+        .then(|| unsafe { core::slice::from_raw_parts_mut(src.cast::<FiAddr>(), n) });
+    let r = if size_of::<E>() == size_of::<CqTaggedEntry>() {
+        // SAFETY: E is CqTaggedEntry here (the only format of its size), which is
+        // #[repr(C)] like `struct fi_cq_tagged_entry`; `buf` holds `count` of them.
+        let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<CqTaggedEntry>(), n) };
+        read(out, src)
+    } else {
+        let mut tmp = [CqTaggedEntry::default(); CHUNK];
+        let r = read(&mut tmp[..n], src);
+        if let Ok(k) = r {
+            let out = buf.cast::<E>();
+            for (i, e) in tmp[..k].iter().enumerate() {
+                // SAFETY: `k <= n <= count` entries fit in `buf`.
+                unsafe { out.add(i).write_unaligned(E::from_tagged(e)) };
+            }
+        }
+        r
+    };
+    match r {
+        Ok(k) => k as isize,
+        Err(e) => neg(e) as isize,
+    }
+}
+
+unsafe extern "C" fn cq_read<S: St, E: CEntry>(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+) -> isize {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CqObj::<S>::state(cq) }) else {
+        return EINVAL;
+    };
+    // SAFETY: fi_cq_read's contract on `buf`.
+    unsafe { read_into::<S, E>(buf, count, ptr::null_mut(), |o, _| c.cq.read(o)) }
+}
+
+unsafe extern "C" fn cq_readfrom<S: St, E: CEntry>(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+) -> isize {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CqObj::<S>::state(cq) }) else {
+        return EINVAL;
+    };
+    // SAFETY: fi_cq_readfrom's contract on `buf` and `src`.
+    unsafe {
+        read_into::<S, E>(buf, count, src, |o, s| match s {
+            Some(s) => c.cq.read_from(o, s),
+            None => c.cq.read(o),
+        })
+    }
+}
+
+fn timeout(ms: c_int) -> Option<Duration> {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
+unsafe extern "C" fn cq_sread<S: St, E: CEntry>(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    ms: c_int,
+) -> isize {
+    // SAFETY: as `cq_readfrom`.
+    unsafe { cq_sreadfrom::<S, E>(cq, buf, count, ptr::null_mut(), cond, ms) }
+}
+
+unsafe extern "C" fn cq_sreadfrom<S: St, E: CEntry>(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut sys::fi_addr_t,
+    cond: *const c_void,
+    ms: c_int,
+) -> isize {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CqObj::<S>::state(cq) }) else {
+        return EINVAL;
+    };
+    // With FI_CQ_COND_THRESHOLD, `cond` carries the threshold as a size_t value.
+    let threshold = cond as usize;
+    let t = timeout(ms);
+    // SAFETY: fi_cq_sreadfrom's contract on `buf` and `src`.
+    unsafe {
+        read_into::<S, E>(buf, count, src, |o, s| match s {
+            Some(s) => c.cq.sread_from(o, s, threshold, t),
+            None => c.cq.sread(o, threshold, t),
+        })
+    }
+}
+
+unsafe extern "C" fn cq_readerr<S: St>(
+    cq: *mut sys::fid_cq,
+    buf: *mut sys::fi_cq_err_entry,
+    _flags: u64,
+) -> isize {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CqObj::<S>::state(cq) }) else {
+        return EINVAL;
+    };
+    if buf.is_null() {
+        return EINVAL;
+    }
+    match c.cq.read_err() {
+        Ok(e) => {
+            // SAFETY: `buf` is a writable fi_cq_err_entry by fi_cq_readerr's contract.
+            let b = unsafe { &mut *buf };
+            b.op_context = e.context.0 as *mut c_void;
+            b.flags = e.flags.bits();
+            b.len = e.len;
+            b.buf = e.buf as *mut c_void;
+            b.data = e.data;
+            b.tag = e.tag;
+            b.olen = e.olen;
+            b.err = e.err.code();
+            b.prov_errno = e.prov_errno;
+            // No provider data beyond prov_errno: an application buffer is left
+            // untouched and said to hold nothing.
+            b.err_data_size = 0;
+            1
+        }
+        Err(e) => neg(e) as isize,
+    }
+}
+
+unsafe extern "C" fn cq_signal<S: St>(cq: *mut sys::fid_cq) -> c_int {
+    // SAFETY: called through this type's ops table.
+    match unsafe { CqObj::<S>::state(cq) } {
+        Some(c) => {
+            c.cq.signal();
+            0
+        }
+        None => neg(Error::Inval),
+    }
+}
+
+unsafe extern "C" fn cq_strerror(
+    _cq: *mut sys::fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    // Our prov_errno values are libfabric error numbers.
+    // SAFETY: fi_strerror returns a static string for any number.
+    let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
+    if !buf.is_null() && len > 0 {
+        // SAFETY: `s` is a C string; `buf` has `len` bytes by fi_cq_strerror's contract.
+        unsafe {
+            let n = libc::strlen(s).min(len - 1);
+            ptr::copy_nonoverlapping(s, buf, n);
+            *buf.add(n) = 0;
+        }
+        return buf;
+    }
+    s
+}
+
+// ---- address vectors ------------------------------------------------------------------
+
+unsafe extern "C" fn av_open<S: St>(
+    d: *mut sys::fid_domain,
+    attr: *mut sys::fi_av_attr,
+    out: *mut *mut sys::fid_av,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(dom) = (unsafe { DomainObj::<S>::state(d) }) else {
+        return neg(Error::Inval);
+    };
+    // SAFETY: NULL or valid by fi_av_open's contract.
+    let (Some(a), false) = (unsafe { attr.as_ref() }, out.is_null()) else {
+        return neg(Error::Inval);
+    };
+    let Some(kind) = AvKind::from_raw(a.type_) else {
+        return neg(Error::Inval);
+    };
+    // The domain's stack fixed the AV type; another one would need another stack.
+    if kind != AvKind::Unspec && kind != <S::Av as AvType>::KIND {
+        return neg(Error::Inval);
+    }
+    if !a.name.is_null() || !a.map_addr.is_null() || a.rx_ctx_bits != 0 {
+        return neg(Error::NoSys);
+    }
+    if a.flags != 0 {
+        return neg(Error::BadFlags);
+    }
+    let aa = AvAttr {
+        av_type: <S::Av as AvType>::KIND,
+        count: a.count,
+        ep_per_node: a.ep_per_node,
+        ..AvAttr::default()
+    };
+    let av = match dom.domain.av(&aa) {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    let st = AvState {
+        av,
+        refs: Refs::default(),
+        holds: Holds::default(),
+    };
+    st.holds.add(&dom.refs);
+    let hdr = sys::fid_av {
+        fid: fid(sys::FI_CLASS_AV, context, const { &av_fi_ops::<S>() }),
+        ops: ptr_of(const { &av_ops::<S>() }),
+    };
+    // SAFETY: `out` is non-NULL and writable by fi_av_open's contract.
+    unsafe { *out = AvObj::<S>::create(hdr, st, sys::FI_CLASS_AV).cast() };
+    0
+}
+
+const fn av_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(av_close::<S>),
+        bind: Some(no_bind),
+        control: Some(no_control),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn av_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { AvObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
+}
+
+const fn av_ops<S: St>() -> sys::fi_ops_av {
+    sys::fi_ops_av {
+        size: core::mem::size_of::<sys::fi_ops_av>(),
+        insert: Some(av_insert::<S>),
+        insertsvc: Some(av_insertsvc),
+        insertsym: Some(av_insertsym),
+        remove: Some(av_remove::<S>),
+        lookup: Some(av_lookup::<S>),
+        straddr: Some(av_straddr::<S>),
+        av_set: None,
+    }
+}
+
+unsafe extern "C" fn av_insert<S: St>(
+    av: *mut sys::fid_av,
+    addr: *const c_void,
+    count: usize,
+    fi_addr: *mut sys::fi_addr_t,
+    flags: u64,
+    _context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(a) = (unsafe { AvObj::<S>::state(av) }) else {
+        return neg(Error::Inval);
+    };
+    if flags & !(sys::FI_MORE as u64 | sys::FI_SYNC_ERR) != 0 {
+        return neg(Error::BadFlags);
+    }
+    let len = <Plugin as crate::Exposed>::ADDR_LEN;
+    // SAFETY: `addr` holds `count` addresses of our length by fi_av_insert's contract.
+    let Some(all) = (unsafe { bytes(addr, count * len) }) else {
+        return neg(Error::Inval);
+    };
+    let mut done = 0;
+    for (i, name) in all.chunks_exact(len).enumerate() {
+        let r = a.av.insert(name);
+        if !fi_addr.is_null() {
+            // SAFETY: `fi_addr` has `count` slots by fi_av_insert's contract.
+            unsafe { *fi_addr.add(i) = r.map_or(u64::MAX, |f| f.0) };
+        }
+        done += usize::from(r.is_ok());
+    }
+    done as c_int
+}
+
+unsafe extern "C" fn av_insertsvc(
+    _: *mut sys::fid_av,
+    _: *const c_char,
+    _: *const c_char,
+    _: *mut sys::fi_addr_t,
+    _: u64,
+    _: *mut c_void,
+) -> c_int {
+    // Our addresses come from fi_getname; no node/service names them.
+    -(sys::FI_ENOSYS as c_int)
+}
+
+unsafe extern "C" fn av_insertsym(
+    _: *mut sys::fid_av,
+    _: *const c_char,
+    _: usize,
+    _: *const c_char,
+    _: usize,
+    _: *mut sys::fi_addr_t,
+    _: u64,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+unsafe extern "C" fn av_remove<S: St>(
+    av: *mut sys::fid_av,
+    fi_addr: *mut sys::fi_addr_t,
+    count: usize,
+    flags: u64,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(a) = (unsafe { AvObj::<S>::state(av) }) else {
+        return neg(Error::Inval);
+    };
+    if flags != 0 {
+        return neg(Error::BadFlags);
+    }
+    if count == 0 {
+        return 0;
+    }
+    if fi_addr.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: `count` addresses by fi_av_remove's contract; FiAddr is a transparent u64.
+    let v = unsafe { core::slice::from_raw_parts(fi_addr.cast::<FiAddr>(), count) };
+    ret(a.av.remove(v))
+}
+
+unsafe extern "C" fn av_lookup<S: St>(
+    av: *mut sys::fid_av,
+    fi_addr: sys::fi_addr_t,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(a) = (unsafe { AvObj::<S>::state(av) }) else {
+        return neg(Error::Inval);
+    };
+    if addrlen.is_null() {
+        return neg(Error::Inval);
+    }
+    match a.av.lookup(FiAddr(fi_addr)) {
+        // SAFETY: `addrlen` is readable and writable, `addr` has `*addrlen` bytes.
+        Ok(name) => unsafe { copy_out(&name, addr, addrlen) },
+        Err(e) => neg(e),
+    }
+}
+
+/// Copies `name` into C's buffer of `*len` bytes, truncating, and sets `*len` to the
+/// full length: `-FI_ETOOSMALL` when it was truncated (libfabric's convention).
+///
+/// # Safety
+/// `len` is valid; `buf` is NULL or has `*len` writable bytes.
+unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
+    // SAFETY: the caller's contract.
+    let room = if buf.is_null() { 0 } else { unsafe { *len } };
+    let n = name.len().min(room);
+    if n > 0 {
+        // SAFETY: `n <= *len` bytes fit in `buf`.
+        unsafe { ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), n) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { *len = name.len() };
+    if n < name.len() {
+        neg(Error::TooSmall)
+    } else {
+        0
+    }
+}
+
+unsafe extern "C" fn av_straddr<S: St>(
+    av: *mut sys::fid_av,
+    addr: *const c_void,
+    buf: *mut c_char,
+    len: *mut usize,
+) -> *const c_char {
+    // SAFETY: called through this type's ops table.
+    let Some(a) = (unsafe { AvObj::<S>::state(av) }) else {
+        return ptr::null();
+    };
+    // SAFETY: `addr` is one of our addresses by fi_av_straddr's contract.
+    let (Some(name), false, false) = (
+        unsafe { bytes(addr, <Plugin as crate::Exposed>::ADDR_LEN) },
+        buf.is_null(),
+        len.is_null(),
+    ) else {
+        return ptr::null();
+    };
+    let mut s = a.av.straddr(name).into_bytes();
+    s.push(0);
+    // SAFETY: `len` is valid and `buf` has `*len` bytes (checked non-NULL above); the
+    // result is truncated and NUL-terminated like libfabric's providers do.
+    unsafe {
+        let room = *len;
+        *len = s.len();
+        if room > 0 {
+            let n = s.len().min(room);
+            ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, n);
+            *buf.add(n - 1) = 0;
+        }
+    }
+    buf
+}
+
+// ---- memory regions -------------------------------------------------------------------
+
+const fn mr_ops<S: St>() -> sys::fi_ops_mr {
+    sys::fi_ops_mr {
+        size: core::mem::size_of::<sys::fi_ops_mr>(),
+        reg: Some(mr_reg::<S>),
+        regv: Some(mr_regv::<S>),
+        regattr: Some(mr_regattr::<S>),
+    }
+}
+
+unsafe extern "C" fn mr_reg<S: St>(
+    d: *mut sys::fid,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut sys::fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    let iov = sys::iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: the same contract, one iovec on our stack.
+    unsafe {
+        mr_regv::<S>(
+            d,
+            &iov,
+            1,
+            access,
+            offset,
+            requested_key,
+            flags,
+            mr,
+            context,
+        )
+    }
+}
+
+unsafe extern "C" fn mr_regattr<S: St>(
+    d: *mut sys::fid,
+    attr: *const sys::fi_mr_attr,
+    flags: u64,
+    mr: *mut *mut sys::fid_mr,
+) -> c_int {
+    // SAFETY: NULL or valid by fi_mr_regattr's contract.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return neg(Error::Inval);
+    };
+    if a.iface != sys::FI_HMEM_SYSTEM || a.auth_key_size != 0 {
+        return neg(Error::NoSys);
+    }
+    // SAFETY: the attribute's fields carry fi_mr_regv's contract.
+    unsafe {
+        mr_regv::<S>(
+            d,
+            a.mr_iov,
+            a.iov_count,
+            a.access,
+            a.offset,
+            a.requested_key,
+            flags,
+            mr,
+            a.context,
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_regv<S: St>(
+    d: *mut sys::fid,
+    iov: *const sys::iovec,
+    count: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut sys::fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's (the domain's) MR ops table.
+    let Some(dom) = (unsafe { DomainObj::<S>::state(d) }) else {
+        return neg(Error::Inval);
+    };
+    if mr.is_null() {
+        return neg(Error::Inval);
+    }
+    if flags != 0 {
+        return neg(Error::BadFlags);
+    }
+    let Some(access) = MrAccess::from_bits(access) else {
+        return neg(Error::Inval);
+    };
+    // SAFETY: C keeps the registered memory valid until it closes the MR (fi_mr_reg's
+    // contract), which is what the 'static lifetime stands for here.
+    let Some(bufs) = (unsafe { iovs(iov, count) }) else {
+        return neg(Error::Inval);
+    };
+    let attr = MrAttr {
+        access,
+        offset,
+        requested_key,
+        context: context as usize,
+    };
+    let region = match dom.domain.mr_regv(bufs, &attr) {
+        Ok(r) => r,
+        Err(e) => return neg(e),
+    };
+    let key = region.key();
+    let st = MrState {
+        _mr: region,
+        holds: Holds::default(),
+    };
+    st.holds.add(&dom.refs);
+    let hdr = sys::fid_mr {
+        fid: fid(sys::FI_CLASS_MR, context, const { &mr_fi_ops::<S>() }),
+        mem_desc: ptr::null_mut(),
+        key,
+    };
+    let p = MrObj::<S>::create(hdr, st, sys::FI_CLASS_MR);
+    // Descriptors are not needed (no FI_MR_LOCAL); a non-NULL one names the region.
+    // SAFETY: `p` was just created and is ours; `mr` is writable (checked non-NULL).
+    unsafe {
+        (*p).hdr.mem_desc = p.cast();
+        *mr = p.cast();
+    }
+    0
+}
+
+const fn mr_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(mr_close::<S>),
+        bind: Some(no_bind),
+        control: Some(no_control),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn mr_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { MrObj::<S>::close(f, |_| false, |s| s.holds.release()) }
+}
+
+// ---- endpoints ------------------------------------------------------------------------
+
+unsafe extern "C" fn ep_open<S: St>(
+    d: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    out: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(dom) = (unsafe { DomainObj::<S>::state(d) }) else {
+        return neg(Error::Inval);
+    };
+    if out.is_null() {
+        return neg(Error::Inval);
+    }
+    let info = if info.is_null() {
+        dom.info.clone()
+    } else {
+        // SAFETY: a valid fi_info by fi_endpoint's contract.
+        match unsafe { crate::info_from_app(info) } {
+            Ok(i) => i,
+            Err(e) => return neg(e),
+        }
+    };
+    let ep = match dom.domain.endpoint(&info) {
+        Ok(e) => e,
+        Err(e) => return neg(e),
+    };
+    let st = EpState {
+        ep,
+        holds: Holds::default(),
+    };
+    st.holds.add(&dom.refs);
+    let hdr = sys::fid_ep {
+        fid: fid(sys::FI_CLASS_EP, context, const { &ep_fi_ops::<S>() }),
+        ops: ptr_of(const { &ep_ops::<S>() }),
+        cm: ptr_of(const { &cm_ops::<S>() }),
+        msg: ptr_of(const { &msg_ops::<S>() }),
+        rma: ptr_of(&crate::nosys::RMA),
+        tagged: ptr_of(const { &tagged_ops::<S>() }),
+        atomic: ptr_of(&crate::nosys::ATOMIC),
+        collective: ptr_of(&crate::nosys::COLL),
+    };
+    // SAFETY: `out` is non-NULL and writable by fi_endpoint's contract.
+    unsafe { *out = EpObj::<S>::create(hdr, st, sys::FI_CLASS_EP).cast() };
+    0
+}
+
+const fn ep_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(ep_close::<S>),
+        bind: Some(ep_bind::<S>),
+        control: Some(ep_control::<S>),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn ep_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { EpObj::<S>::close(f, |_| false, |s| s.holds.release()) }
+}
+
+unsafe extern "C" fn ep_bind<S: St>(f: *mut sys::fid, b: *mut sys::fid, flags: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    if b.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: non-NULL; every fid starts with its class (the lookup below then checks
+    // it is really one of ours before anything else is read).
+    let class = unsafe { (*b).fclass } as u32;
+    match class {
+        sys::FI_CLASS_CQ => {
+            let Some(cq) = CqObj::<S>::lookup(b, class) else {
+                return neg(Error::Inval);
+            };
+            let Some(bf) = BindFlags::from_bits(flags) else {
+                return neg(Error::BadFlags);
+            };
+            let r = e.ep.bind_cq(&cq.cq, bf);
+            if r.is_ok() {
+                e.holds.add(&cq.refs);
+            }
+            ret(r)
+        }
+        sys::FI_CLASS_AV => {
+            let Some(av) = AvObj::<S>::lookup(b, class) else {
+                return neg(Error::Inval);
+            };
+            if flags != 0 {
+                return neg(Error::BadFlags);
+            }
+            let r = e.ep.bind_av(&av.av);
+            if r.is_ok() {
+                e.holds.add(&av.refs);
+            }
+            ret(r)
+        }
+        // Counters, EQs and shared contexts are not offered through the plugin yet.
+        sys::FI_CLASS_CNTR | sys::FI_CLASS_EQ | sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => {
+            neg(Error::NoSys)
+        }
+        _ => neg(Error::Inval),
+    }
+}
+
+unsafe extern "C" fn ep_control<S: St>(f: *mut sys::fid, cmd: c_int, _arg: *mut c_void) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    match cmd as u32 {
+        sys::FI_ENABLE => ret(e.ep.enable()),
+        _ => neg(Error::NoSys),
+    }
+}
+
+const fn ep_ops<S: St>() -> sys::fi_ops_ep {
+    sys::fi_ops_ep {
+        size: core::mem::size_of::<sys::fi_ops_ep>(),
+        cancel: Some(ep_cancel::<S>),
+        getopt: Some(ep_getopt),
+        setopt: Some(ep_setopt),
+        tx_ctx: Some(ep_tx_ctx),
+        rx_ctx: Some(ep_rx_ctx),
+        rx_size_left: Some(ep_rx_size_left::<S>),
+        tx_size_left: Some(ep_tx_size_left::<S>),
+    }
+}
+
+unsafe extern "C" fn ep_cancel<S: St>(f: *mut sys::fid, context: *mut c_void) -> isize {
+    // SAFETY: called through the endpoint's ops table.
+    match unsafe { EpObj::<S>::state(f) } {
+        Some(e) => sret(e.ep.cancel(Context(context as usize))),
+        None => EINVAL,
+    }
+}
+
+unsafe extern "C" fn ep_getopt(
+    _: *mut sys::fid,
+    _: c_int,
+    _: c_int,
+    _: *mut c_void,
+    _: *mut usize,
+) -> c_int {
+    -(sys::FI_ENOPROTOOPT as c_int)
+}
+
+unsafe extern "C" fn ep_setopt(
+    _: *mut sys::fid,
+    _: c_int,
+    _: c_int,
+    _: *const c_void,
+    _: usize,
+) -> c_int {
+    -(sys::FI_ENOPROTOOPT as c_int)
+}
+
+unsafe extern "C" fn ep_tx_ctx(
+    _: *mut sys::fid_ep,
+    _: c_int,
+    _: *mut sys::fi_tx_attr,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+unsafe extern "C" fn ep_rx_ctx(
+    _: *mut sys::fid_ep,
+    _: c_int,
+    _: *mut sys::fi_rx_attr,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+unsafe extern "C" fn ep_rx_size_left<S: St>(ep: *mut sys::fid_ep) -> isize {
+    // SAFETY: called through this type's ops table.
+    match unsafe { EpObj::<S>::state(ep) } {
+        Some(e) => e.ep.rx_size_left() as isize,
+        None => EINVAL,
+    }
+}
+
+unsafe extern "C" fn ep_tx_size_left<S: St>(ep: *mut sys::fid_ep) -> isize {
+    // SAFETY: called through this type's ops table.
+    match unsafe { EpObj::<S>::state(ep) } {
+        Some(e) => e.ep.tx_size_left() as isize,
+        None => EINVAL,
+    }
+}
+
+const fn cm_ops<S: St>() -> sys::fi_ops_cm {
+    sys::fi_ops_cm {
+        size: core::mem::size_of::<sys::fi_ops_cm>(),
+        setname: Some(cm_setname),
+        getname: Some(cm_getname::<S>),
+        getpeer: Some(cm_getpeer),
+        connect: Some(cm_connect),
+        listen: Some(cm_listen),
+        accept: Some(cm_accept),
+        reject: Some(cm_reject),
+        shutdown: Some(cm_shutdown),
+        join: Some(cm_join),
+    }
+}
+
+unsafe extern "C" fn cm_getname<S: St>(
+    f: *mut sys::fid,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    if addrlen.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: `addrlen` is valid, `addr` NULL or `*addrlen` bytes (fi_getname).
+    unsafe { copy_out(&e.ep.name(), addr, addrlen) }
+}
+
+unsafe extern "C" fn cm_setname(_: *mut sys::fid, _: *mut c_void, _: usize) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_getpeer(_: *mut sys::fid_ep, _: *mut c_void, _: *mut usize) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_connect(
+    _: *mut sys::fid_ep,
+    _: *const c_void,
+    _: *const c_void,
+    _: usize,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_listen(_: *mut sys::fid_pep) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_accept(_: *mut sys::fid_ep, _: *const c_void, _: usize) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_reject(
+    _: *mut sys::fid_pep,
+    _: sys::fid_t,
+    _: *const c_void,
+    _: usize,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_shutdown(_: *mut sys::fid_ep, _: u64) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+unsafe extern "C" fn cm_join(
+    _: *mut sys::fid_ep,
+    _: *const c_void,
+    _: u64,
+    _: *mut *mut sys::fid_mc,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+// ---- messages -------------------------------------------------------------------------
+
+const fn msg_ops<S: St>() -> sys::fi_ops_msg {
+    sys::fi_ops_msg {
+        size: core::mem::size_of::<sys::fi_ops_msg>(),
+        recv: Some(msg_recv::<S>),
+        recvv: Some(msg_recvv::<S>),
+        recvmsg: Some(msg_recvmsg::<S>),
+        send: Some(msg_send::<S>),
+        sendv: Some(msg_sendv::<S>),
+        sendmsg: Some(msg_sendmsg::<S>),
+        inject: Some(msg_inject::<S>),
+        senddata: Some(msg_senddata::<S>),
+        injectdata: Some(msg_injectdata::<S>),
+    }
+}
+
+/// The endpoint and the C arguments' buffer, or `-FI_EINVAL` from the calling fn.
+macro_rules! ep_or_inval {
+    ($ep:expr) => {
+        // SAFETY: called through this type's ops table.
+        match unsafe { EpObj::<S>::state($ep) } {
+            Some(e) => e,
+            None => return EINVAL,
+        }
+    };
+}
+
+/// A C buffer argument, or `-FI_EINVAL` from the calling fn.
+macro_rules! buf_or_inval {
+    ($e:expr) => {
+        match $e {
+            Some(b) => b,
+            None => return EINVAL,
+        }
+    };
+}
+
+unsafe extern "C" fn msg_recv<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_recv's contract: `buf` stays valid until the receive completes.
+    let b = buf_or_inval!(unsafe { bytes_mut(buf, len) });
+    // SAFETY: as above, the contract `Endpoint::recv` asks of its caller.
+    sret(unsafe { e.ep.recv(b, FiAddr(src), Context(context as usize)) })
+}
+
+unsafe extern "C" fn msg_recvv<S: St>(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    src: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_recvv's contract on the iovecs.
+    let mut v = buf_or_inval!(unsafe { iovs(iov, count) });
+    // SAFETY: the buffers outlive the receive by the same contract.
+    sret(unsafe { e.ep.recvv(&mut v, FiAddr(src), Context(context as usize)) })
+}
+
+unsafe extern "C" fn msg_recvmsg<S: St>(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg,
+    flags: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: NULL or valid by fi_recvmsg's contract.
+    let m = buf_or_inval!(unsafe { msg.as_ref() });
+    // SAFETY: fi_recvmsg's contract on the iovecs.
+    let mut v = buf_or_inval!(unsafe { iovs(m.msg_iov, m.iov_count) });
+    let mut mm = fabric::MsgMut {
+        iov: &mut v,
+        addr: FiAddr(m.addr),
+        context: Context(m.context as usize),
+    };
+    // SAFETY: the buffers outlive the receive by the same contract.
+    sret(unsafe { e.ep.recvmsg(&mut mm, OpFlags::from_bits_retain(flags)) })
+}
+
+unsafe extern "C" fn msg_send<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_send's contract on `buf` (copied before this returns).
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.send(b, FiAddr(dest), Context(context as usize)))
+}
+
+/// Gather list from C iovecs (read-only view of [`iovs`]).
+///
+/// # Safety
+/// As [`iovs`].
+unsafe fn iovs_ref<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a [u8]>> {
+    // SAFETY: the caller's contract.
+    unsafe { iovs(iov, count) }.map(|v| v.into_iter().map(|b| &*b).collect())
+}
+
+unsafe extern "C" fn msg_sendv<S: St>(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_sendv's contract on the iovecs.
+    let v = buf_or_inval!(unsafe { iovs_ref(iov, count) });
+    sret(e.ep.sendv(&v, FiAddr(dest), Context(context as usize)))
+}
+
+unsafe extern "C" fn msg_sendmsg<S: St>(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg,
+    flags: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: NULL or valid by fi_sendmsg's contract.
+    let m = buf_or_inval!(unsafe { msg.as_ref() });
+    // SAFETY: fi_sendmsg's contract on the iovecs.
+    let v = buf_or_inval!(unsafe { iovs_ref(m.msg_iov, m.iov_count) });
+    let mm = fabric::Msg {
+        iov: &v,
+        addr: FiAddr(m.addr),
+        context: Context(m.context as usize),
+        data: m.data,
+    };
+    sret(e.ep.sendmsg(&mm, OpFlags::from_bits_retain(flags)))
+}
+
+unsafe extern "C" fn msg_inject<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: sys::fi_addr_t,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_inject's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.inject(b, FiAddr(dest)))
+}
+
+unsafe extern "C" fn msg_senddata<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_senddata's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.senddata(b, data, FiAddr(dest), Context(context as usize)))
+}
+
+unsafe extern "C" fn msg_injectdata<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: sys::fi_addr_t,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_injectdata's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.injectdata(b, data, FiAddr(dest)))
+}
+
+// ---- tagged messages --------------------------------------------------------------------
+
+const fn tagged_ops<S: St>() -> sys::fi_ops_tagged {
+    sys::fi_ops_tagged {
+        size: core::mem::size_of::<sys::fi_ops_tagged>(),
+        recv: Some(tag_recv::<S>),
+        recvv: Some(tag_recvv::<S>),
+        recvmsg: Some(tag_recvmsg::<S>),
+        send: Some(tag_send::<S>),
+        sendv: Some(tag_sendv::<S>),
+        sendmsg: Some(tag_sendmsg::<S>),
+        inject: Some(tag_inject::<S>),
+        senddata: Some(tag_senddata::<S>),
+        injectdata: Some(tag_injectdata::<S>),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_recv<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: sys::fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_trecv's contract: `buf` stays valid until the receive completes.
+    let b = buf_or_inval!(unsafe { bytes_mut(buf, len) });
+    // SAFETY: as above.
+    sret(unsafe {
+        e.ep.trecv(b, FiAddr(src), tag, ignore, Context(context as usize))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_recvv<S: St>(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    src: sys::fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_trecvv's contract on the iovecs.
+    let mut v = buf_or_inval!(unsafe { iovs(iov, count) });
+    // SAFETY: the buffers outlive the receive by the same contract.
+    sret(unsafe {
+        e.ep.trecvv(&mut v, FiAddr(src), tag, ignore, Context(context as usize))
+    })
+}
+
+unsafe extern "C" fn tag_recvmsg<S: St>(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: NULL or valid by fi_trecvmsg's contract.
+    let m = buf_or_inval!(unsafe { msg.as_ref() });
+    // SAFETY: fi_trecvmsg's contract on the iovecs.
+    let mut v = buf_or_inval!(unsafe { iovs(m.msg_iov, m.iov_count) });
+    let mut mm = TaggedMsgMut {
+        iov: &mut v,
+        addr: FiAddr(m.addr),
+        tag: m.tag,
+        ignore: m.ignore,
+        context: Context(m.context as usize),
+    };
+    // SAFETY: the buffers outlive the receive by the same contract.
+    sret(unsafe { e.ep.trecvmsg(&mut mm, OpFlags::from_bits_retain(flags)) })
+}
+
+unsafe extern "C" fn tag_send<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: sys::fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_tsend's contract on `buf` (copied before this returns).
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.tsend(b, FiAddr(dest), tag, Context(context as usize)))
+}
+
+unsafe extern "C" fn tag_sendv<S: St>(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    dest: sys::fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_tsendv's contract on the iovecs.
+    let v = buf_or_inval!(unsafe { iovs_ref(iov, count) });
+    sret(e.ep.tsendv(&v, FiAddr(dest), tag, Context(context as usize)))
+}
+
+unsafe extern "C" fn tag_sendmsg<S: St>(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: NULL or valid by fi_tsendmsg's contract.
+    let m = buf_or_inval!(unsafe { msg.as_ref() });
+    // SAFETY: fi_tsendmsg's contract on the iovecs.
+    let v = buf_or_inval!(unsafe { iovs_ref(m.msg_iov, m.iov_count) });
+    let mm = fabric::TaggedMsg {
+        iov: &v,
+        addr: FiAddr(m.addr),
+        tag: m.tag,
+        context: Context(m.context as usize),
+        data: m.data,
+    };
+    sret(e.ep.tsendmsg(&mm, OpFlags::from_bits_retain(flags)))
+}
+
+unsafe extern "C" fn tag_inject<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: sys::fi_addr_t,
+    tag: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_tinject's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.tinject(b, FiAddr(dest), tag))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_senddata<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: sys::fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_tsenddata's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.tsenddata(b, data, FiAddr(dest), tag, Context(context as usize)))
+}
+
+unsafe extern "C" fn tag_injectdata<S: St>(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: sys::fi_addr_t,
+    tag: u64,
+) -> isize {
+    let e = ep_or_inval!(ep);
+    // SAFETY: fi_tinjectdata's contract on `buf`.
+    let b = buf_or_inval!(unsafe { bytes(buf, len) });
+    sret(e.ep.tinjectdata(b, data, FiAddr(dest), tag))
+}
