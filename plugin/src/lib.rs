@@ -30,9 +30,10 @@ use fabric::cq_format::CqTagged;
 use fabric::dynamic::Choice;
 use fabric::flags::Caps;
 use fabric::info::{self, Hints, Info};
-use fabric::{Error, Provider};
+use fabric::{Error, Fabric, Provider};
 
 pub mod convert;
+mod eq;
 mod fid;
 mod nosys;
 mod objects;
@@ -190,6 +191,7 @@ unsafe extern "C" fn getinfo(
 /// is opened with each domain, once the info chose the stack.
 pub struct FabricState {
     refs: Refs,
+    eqs: Fabric<eq::EqStack>,
 }
 
 type FabricObj = Obj<sys::fid_fabric, FabricState>;
@@ -208,7 +210,7 @@ static FABRIC_OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
     size: core::mem::size_of::<sys::fi_ops_fabric>(),
     domain: Some(domain_open),
     passive_ep: Some(no_passive_ep),
-    eq_open: Some(no_eq_open),
+    eq_open: Some(eq_open),
     wait_open: Some(no_wait_open),
     trywait: Some(no_trywait),
     domain2: None,
@@ -244,8 +246,13 @@ unsafe extern "C" fn fabric(
         ops: &FABRIC_OPS as *const _ as *mut _,
         api_version: FI_VERSION,
     };
+    let eqs = match Fabric::<eq::EqStack>::open(&Info::default()) {
+        Ok(f) => f,
+        Err(e) => return neg(e),
+    };
     let st = FabricState {
         refs: Refs::default(),
+        eqs,
     };
     // SAFETY: `out` is writable by fi_fabric's contract.
     unsafe { *out = FabricObj::create(hdr, st, sys::FI_CLASS_FABRIC).cast() };
@@ -346,13 +353,18 @@ unsafe extern "C" fn no_passive_ep(
 ) -> c_int {
     -(sys::FI_ENOSYS as c_int)
 }
-unsafe extern "C" fn no_eq_open(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_eq_attr,
-    _: *mut *mut sys::fid_eq,
-    _: *mut c_void,
+unsafe extern "C" fn eq_open(
+    f: *mut sys::fid_fabric,
+    attr: *mut sys::fi_eq_attr,
+    out: *mut *mut sys::fid_eq,
+    context: *mut c_void,
 ) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+    // SAFETY: called through the fabric's ops table.
+    match unsafe { FabricObj::state(f) } {
+        // SAFETY: fi_eq_open's contract on `attr` and `out`.
+        Some(fab) => unsafe { eq::open(&fab.eqs, &fab.refs, attr, out, context) },
+        None => neg(Error::Inval),
+    }
 }
 unsafe extern "C" fn no_wait_open(
     _: *mut sys::fid_fabric,

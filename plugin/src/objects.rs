@@ -40,10 +40,10 @@ impl Refs {
 /// The counters an object incremented when it was made or bound, decremented when it
 /// closes. Each points into an object that cannot close before this one.
 #[derive(Default)]
-struct Holds(Mutex<Vec<*const Refs>>);
+pub(crate) struct Holds(Mutex<Vec<*const Refs>>);
 
 impl Holds {
-    fn add(&self, r: &Refs) {
+    pub(crate) fn add(&self, r: &Refs) {
         r.0.fetch_add(1, Ordering::AcqRel);
         self.0
             .lock()
@@ -51,7 +51,7 @@ impl Holds {
             .push(r as *const Refs);
     }
 
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         for r in self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             // SAFETY: the object owning `r` is busy while we hold it, so it is open.
             unsafe { (*r).0.fetch_sub(1, Ordering::AcqRel) };
@@ -305,6 +305,8 @@ unsafe extern "C" fn no_query_atomic(
 
 /// A C completion entry format: built from the tagged entry every stack stores.
 pub trait CEntry: Copy {
+    /// True for the tagged entry itself, read straight into C's buffer.
+    const DIRECT: bool = false;
     /// The format's entry for `e`.
     fn from_tagged(e: &CqTaggedEntry) -> Self;
 }
@@ -340,6 +342,7 @@ impl CEntry for CqDataEntry {
     }
 }
 impl CEntry for CqTaggedEntry {
+    const DIRECT: bool = true;
     #[inline]
     fn from_tagged(e: &CqTaggedEntry) -> Self {
         *e
@@ -456,6 +459,33 @@ const fn cq_ops<S: St, E: CEntry>() -> sys::fi_ops_cq {
 
 /// How many entries one read takes at most when converting formats.
 const CHUNK: usize = 64;
+/// The staging buffer of reads of a few entries (a poll loop's usual one), so they do
+/// not clear a whole chunk each time.
+const SMALL: usize = 4;
+
+/// Reads up to `n <= K` entries into a staging buffer of `K` tagged entries and
+/// converts them into C's buffer of `E`s.
+///
+/// # Safety
+/// `buf` has room for `n` `E`s.
+#[inline]
+unsafe fn read_converted<E: CEntry, const K: usize>(
+    buf: *mut c_void,
+    n: usize,
+    src: Option<&mut [FiAddr]>,
+    read: impl FnOnce(&mut [CqTaggedEntry], Option<&mut [FiAddr]>) -> fabric::Result<usize>,
+) -> fabric::Result<usize> {
+    let mut tmp = [CqTaggedEntry::default(); K];
+    let r = read(&mut tmp[..n], src);
+    if let Ok(k) = r {
+        let out = buf.cast::<E>();
+        for (i, e) in tmp[..k].iter().enumerate() {
+            // SAFETY: `k <= n` entries fit in `buf` by the caller's contract.
+            unsafe { out.add(i).write_unaligned(E::from_tagged(e)) };
+        }
+    }
+    r
+}
 
 /// Reads into C's buffer of `E`s: straight into it for the tagged format (the stored
 /// one), through a stack buffer otherwise.
@@ -472,31 +502,22 @@ unsafe fn read_into<S: St, E: CEntry>(
     if buf.is_null() && count != 0 {
         return EINVAL;
     }
-    let n = count.min(if size_of::<E>() == size_of::<CqTaggedEntry>() {
-        count
-    } else {
-        CHUNK
-    });
+    let n = if E::DIRECT { count } else { count.min(CHUNK) };
     // SAFETY: `src` is NULL or `count` addresses by the caller's contract; FiAddr is a
     // transparent u64.
     let src = (!src.is_null())
         .then(|| unsafe { core::slice::from_raw_parts_mut(src.cast::<FiAddr>(), n) });
-    let r = if size_of::<E>() == size_of::<CqTaggedEntry>() {
-        // SAFETY: E is CqTaggedEntry here (the only format of its size), which is
+    let r = if E::DIRECT {
+        // SAFETY: E is CqTaggedEntry here (the only DIRECT format), which is
         // #[repr(C)] like `struct fi_cq_tagged_entry`; `buf` holds `count` of them.
         let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<CqTaggedEntry>(), n) };
         read(out, src)
+    } else if n <= SMALL {
+        // SAFETY: the caller's contract, `n <= count`.
+        unsafe { read_converted::<E, SMALL>(buf, n, src, read) }
     } else {
-        let mut tmp = [CqTaggedEntry::default(); CHUNK];
-        let r = read(&mut tmp[..n], src);
-        if let Ok(k) = r {
-            let out = buf.cast::<E>();
-            for (i, e) in tmp[..k].iter().enumerate() {
-                // SAFETY: `k <= n <= count` entries fit in `buf`.
-                unsafe { out.add(i).write_unaligned(E::from_tagged(e)) };
-            }
-        }
-        r
+        // SAFETY: as above.
+        unsafe { read_converted::<E, CHUNK>(buf, n, src, read) }
     };
     match r {
         Ok(k) => k as isize,
@@ -627,11 +648,20 @@ unsafe extern "C" fn cq_strerror(
     buf: *mut c_char,
     len: usize,
 ) -> *const c_char {
-    // Our prov_errno values are libfabric error numbers.
+    // SAFETY: fi_cq_strerror's contract on `buf`.
+    unsafe { strerror_into(prov_errno, buf, len) }
+}
+
+/// The text for a `prov_errno` (ours are libfabric error numbers), copied into C's
+/// buffer when it gives one, else libfabric's static string.
+///
+/// # Safety
+/// `buf` is NULL or has `len` writable bytes.
+pub unsafe fn strerror_into(prov_errno: c_int, buf: *mut c_char, len: usize) -> *const c_char {
     // SAFETY: fi_strerror returns a static string for any number.
     let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
     if !buf.is_null() && len > 0 {
-        // SAFETY: `s` is a C string; `buf` has `len` bytes by fi_cq_strerror's contract.
+        // SAFETY: `s` is a C string; `buf` has `len` bytes by the caller's contract.
         unsafe {
             let n = libc::strlen(s).min(len - 1);
             ptr::copy_nonoverlapping(s, buf, n);
@@ -1657,3 +1687,26 @@ unsafe extern "C" fn tag_injectdata<S: St>(
     let b = buf_or_inval!(unsafe { bytes(buf, len) });
     sret(e.ep.tinjectdata(b, data, FiAddr(dest), tag))
 }
+
+/// The core's completion entries are the C structs, field for field: checked here at
+/// compile time against the bindgen layouts, so a C buffer can hold them.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<CqEntry>() == size_of::<sys::fi_cq_entry>());
+    assert!(size_of::<CqMsgEntry>() == size_of::<sys::fi_cq_msg_entry>());
+    assert!(size_of::<CqDataEntry>() == size_of::<sys::fi_cq_data_entry>());
+    assert!(size_of::<CqTaggedEntry>() == size_of::<sys::fi_cq_tagged_entry>());
+    assert!(offset_of!(CqMsgEntry, flags) == offset_of!(sys::fi_cq_msg_entry, flags));
+    assert!(offset_of!(CqMsgEntry, len) == offset_of!(sys::fi_cq_msg_entry, len));
+    assert!(offset_of!(CqDataEntry, buf) == offset_of!(sys::fi_cq_data_entry, buf));
+    assert!(offset_of!(CqDataEntry, data) == offset_of!(sys::fi_cq_data_entry, data));
+    assert!(
+        offset_of!(CqTaggedEntry, op_context) == offset_of!(sys::fi_cq_tagged_entry, op_context)
+    );
+    assert!(offset_of!(CqTaggedEntry, flags) == offset_of!(sys::fi_cq_tagged_entry, flags));
+    assert!(offset_of!(CqTaggedEntry, len) == offset_of!(sys::fi_cq_tagged_entry, len));
+    assert!(offset_of!(CqTaggedEntry, buf) == offset_of!(sys::fi_cq_tagged_entry, buf));
+    assert!(offset_of!(CqTaggedEntry, data) == offset_of!(sys::fi_cq_tagged_entry, data));
+    assert!(offset_of!(CqTaggedEntry, tag) == offset_of!(sys::fi_cq_tagged_entry, tag));
+    assert!(size_of::<FiAddr>() == size_of::<sys::fi_addr_t>());
+};
