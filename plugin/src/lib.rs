@@ -80,7 +80,7 @@ pub const VERSION: u32 = info::version(0, 1);
 pub const FI_VERSION: u32 = info::version(1, 17);
 
 /// The `fi_getinfo` flags we accept.
-const GETINFO_FLAGS: u64 = sys::FI_SOURCE | sys::FI_NUMERICHOST as u64 | sys::FI_PROV_ATTR_ONLY;
+const GETINFO_FLAGS: u64 = sys::FI_SOURCE | sys::FI_NUMERICHOST | sys::FI_PROV_ATTR_ONLY;
 
 /// Our candidates for `hints`: the provider's, with the threading, progress and AV type
 /// of the stack the hints select, and only the capabilities the plugin implements.
