@@ -16,9 +16,10 @@
 //! our providers gets its own `lib<name>-fi.so` file.
 //!
 //! What it offers: RDM (and DGRAM) endpoints with messages and tagged messages, CQs in
-//! the four formats with `readfrom`, `readerr`, `sread` and `signal`, table and map AVs,
-//! memory registration. RMA, atomics, counters, EQ binding, scalable endpoints and
-//! shared contexts are left out of the capabilities reported and answer `-FI_ENOSYS`.
+//! the four formats with `readfrom`, `readerr`, `sread` and `signal`, counters, table
+//! and map AVs, memory registration, EQs on the fabric. RMA, atomics, binding EQs,
+//! scalable endpoints and shared contexts are left out of the capabilities reported and
+//! answer `-FI_ENOSYS`.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;

@@ -8,13 +8,13 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fabric::attr::{AvAttr, AvKind, CqAttr, CqFormatKind, CqWaitCond, MrAttr, WaitObj};
+use fabric::attr::{AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, CqWaitCond, MrAttr, WaitObj};
 use fabric::av_type::AvType;
 use fabric::flags::{BindFlags, MrAccess, OpFlags};
 use fabric::info::Info;
 use fabric::{
-    AddressVector, Config, Context, Cq, CqDataEntry, CqEntry, CqMsgEntry, CqTaggedEntry, Domain,
-    Endpoint, Error, Fabric, FiAddr, MemoryRegion, TaggedMsgMut,
+    AddressVector, Config, Context, Counter, Cq, CqDataEntry, CqEntry, CqMsgEntry, CqTaggedEntry,
+    Domain, Endpoint, Error, Fabric, FiAddr, MemoryRegion, TaggedMsgMut,
 };
 
 use crate::fid::{neg, ret, sret, Obj};
@@ -81,6 +81,13 @@ pub struct CqState<S: St> {
     holds: Holds,
 }
 
+/// A counter.
+pub struct CntrState<S: Config> {
+    cntr: Counter<S>,
+    refs: Refs,
+    holds: Holds,
+}
+
 /// An address vector.
 pub struct AvState<S: St> {
     av: AddressVector<S>,
@@ -98,6 +105,7 @@ type DomainObj<S> = Obj<sys::fid_domain, DomainState<S>>;
 type EpObj<S> = Obj<sys::fid_ep, EpState<S>>;
 type CqObj<S> = Obj<sys::fid_cq, CqState<S>>;
 type AvObj<S> = Obj<sys::fid_av, AvState<S>>;
+type CntrObj<S> = Obj<sys::fid_cntr, CntrState<S>>;
 type MrObj<S> = Obj<sys::fid_mr, MrState<S>>;
 
 fn fid(class: u32, context: *mut c_void, ops: &'static sys::fi_ops) -> sys::fid {
@@ -242,7 +250,7 @@ const fn domain_ops<S: St>() -> sys::fi_ops_domain {
         cq_open: Some(cq_open::<S>),
         endpoint: Some(ep_open::<S>),
         scalable_ep: Some(no_scalable_ep),
-        cntr_open: Some(no_cntr_open),
+        cntr_open: Some(cntr_open::<S>),
         poll_open: Some(no_poll_open),
         stx_ctx: Some(no_stx_ctx),
         srx_ctx: Some(no_srx_ctx),
@@ -256,14 +264,6 @@ unsafe extern "C" fn no_scalable_ep(
     _: *mut sys::fid_domain,
     _: *mut sys::fi_info,
     _: *mut *mut sys::fid_ep,
-    _: *mut c_void,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn no_cntr_open(
-    _: *mut sys::fid_domain,
-    _: *mut sys::fi_cntr_attr,
-    _: *mut *mut sys::fid_cntr,
     _: *mut c_void,
 ) -> c_int {
     -(sys::FI_ENOSYS as c_int)
@@ -670,6 +670,168 @@ pub unsafe fn strerror_into(prov_errno: c_int, buf: *mut c_char, len: usize) -> 
         return buf;
     }
     s
+}
+
+// ---- counters -------------------------------------------------------------------------
+
+unsafe extern "C" fn cntr_open<S: St>(
+    d: *mut sys::fid_domain,
+    attr: *mut sys::fi_cntr_attr,
+    out: *mut *mut sys::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(dom) = (unsafe { DomainObj::<S>::state(d) }) else {
+        return neg(Error::Inval);
+    };
+    if out.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: NULL (defaults) or valid by fi_cntr_open's contract.
+    let ca = match unsafe { attr.as_ref() } {
+        None => CntrAttr::default(),
+        Some(a) => {
+            let Some(wait_obj) = WaitObj::from_raw(a.wait_obj) else {
+                return neg(Error::Inval);
+            };
+            if a.events != sys::FI_CNTR_EVENTS_COMP {
+                return neg(Error::Inval);
+            }
+            if wait_obj == WaitObj::Set || !a.wait_set.is_null() {
+                return neg(Error::NoSys);
+            }
+            if a.flags != 0 {
+                return neg(Error::BadFlags);
+            }
+            CntrAttr {
+                events: a.events,
+                wait_obj,
+                flags: 0,
+            }
+        }
+    };
+    let cntr = match dom.domain.cntr(&ca) {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    let st = CntrState {
+        cntr,
+        refs: Refs::default(),
+        holds: Holds::default(),
+    };
+    st.holds.add(&dom.refs);
+    let hdr = sys::fid_cntr {
+        fid: fid(sys::FI_CLASS_CNTR, context, const { &cntr_fi_ops::<S>() }),
+        ops: ptr_of(const { &cntr_ops::<S>() }),
+    };
+    // SAFETY: `out` is non-NULL and writable by fi_cntr_open's contract.
+    unsafe { *out = CntrObj::<S>::create(hdr, st, sys::FI_CLASS_CNTR).cast() };
+    0
+}
+
+const fn cntr_fi_ops<S: St>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(cntr_close::<S>),
+        bind: Some(no_bind),
+        control: Some(cntr_control::<S>),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+unsafe extern "C" fn cntr_close<S: St>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { CntrObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
+}
+
+unsafe extern "C" fn cntr_control<S: St>(f: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(c) = (unsafe { CntrObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    match (cmd as u32, c.cntr.wait_fd()) {
+        (sys::FI_GETWAIT, Some(fd)) if !arg.is_null() => {
+            // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an `int *`.
+            unsafe { *arg.cast::<c_int>() = fd };
+            0
+        }
+        (sys::FI_GETWAIT, _) => neg(Error::Inval),
+        _ => neg(Error::NoSys),
+    }
+}
+
+const fn cntr_ops<S: St>() -> sys::fi_ops_cntr {
+    sys::fi_ops_cntr {
+        size: core::mem::size_of::<sys::fi_ops_cntr>(),
+        read: Some(cntr_read::<S>),
+        readerr: Some(cntr_readerr::<S>),
+        add: Some(cntr_add::<S>),
+        set: Some(cntr_set::<S>),
+        wait: Some(cntr_wait::<S>),
+        adderr: Some(cntr_adderr::<S>),
+        seterr: Some(cntr_seterr::<S>),
+    }
+}
+
+/// `fi_cntr_read` and `fi_cntr_readerr` return a value, not an error: a closed or
+/// NULL counter reads as 0.
+unsafe extern "C" fn cntr_read<S: St>(c: *mut sys::fid_cntr) -> u64 {
+    // SAFETY: called through this type's ops table.
+    unsafe { CntrObj::<S>::state(c) }.map_or(0, |c| c.cntr.read())
+}
+
+unsafe extern "C" fn cntr_readerr<S: St>(c: *mut sys::fid_cntr) -> u64 {
+    // SAFETY: called through this type's ops table.
+    unsafe { CntrObj::<S>::state(c) }.map_or(0, |c| c.cntr.read_err())
+}
+
+/// Applies `f` to the counter behind `c`: 0, or `-FI_EINVAL` for a closed one.
+///
+/// # Safety
+/// As [`Obj::state`].
+unsafe fn with_cntr<S: St>(c: *mut sys::fid_cntr, f: impl FnOnce(&Counter<S>)) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { CntrObj::<S>::state(c) } {
+        Some(c) => {
+            f(&c.cntr);
+            0
+        }
+        None => neg(Error::Inval),
+    }
+}
+
+unsafe extern "C" fn cntr_add<S: St>(c: *mut sys::fid_cntr, v: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { with_cntr::<S>(c, |c| c.add(v)) }
+}
+
+unsafe extern "C" fn cntr_set<S: St>(c: *mut sys::fid_cntr, v: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { with_cntr::<S>(c, |c| c.set(v)) }
+}
+
+unsafe extern "C" fn cntr_adderr<S: St>(c: *mut sys::fid_cntr, v: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { with_cntr::<S>(c, |c| c.add_err(v)) }
+}
+
+unsafe extern "C" fn cntr_seterr<S: St>(c: *mut sys::fid_cntr, v: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    unsafe { with_cntr::<S>(c, |c| c.set_err(v)) }
+}
+
+unsafe extern "C" fn cntr_wait<S: St>(c: *mut sys::fid_cntr, threshold: u64, ms: c_int) -> c_int {
+    // SAFETY: called through this type's ops table.
+    match unsafe { CntrObj::<S>::state(c) } {
+        // The core says Again at the timeout; fi_cntr_wait's C contract says ETIMEDOUT.
+        Some(c) => match c.cntr.wait(threshold, timeout(ms)) {
+            Err(Error::Again) => neg(Error::TimedOut),
+            r => ret(r),
+        },
+        None => neg(Error::Inval),
+    }
 }
 
 // ---- address vectors ------------------------------------------------------------------
@@ -1165,10 +1327,21 @@ unsafe extern "C" fn ep_bind<S: St>(f: *mut sys::fid, b: *mut sys::fid, flags: u
             }
             ret(r)
         }
-        // Counters, EQs and shared contexts are not offered through the plugin yet.
-        sys::FI_CLASS_CNTR | sys::FI_CLASS_EQ | sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => {
-            neg(Error::NoSys)
+        sys::FI_CLASS_CNTR => {
+            let Some(cntr) = CntrObj::<S>::lookup(b, class) else {
+                return neg(Error::Inval);
+            };
+            let Some(bf) = BindFlags::from_bits(flags) else {
+                return neg(Error::BadFlags);
+            };
+            let r = e.ep.bind_cntr(&cntr.cntr, bf);
+            if r.is_ok() {
+                e.holds.add(&cntr.refs);
+            }
+            ret(r)
         }
+        // EQs and shared contexts are not offered through the plugin yet.
+        sys::FI_CLASS_EQ | sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => neg(Error::NoSys),
         _ => neg(Error::Inval),
     }
 }

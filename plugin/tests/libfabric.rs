@@ -102,6 +102,7 @@ fn c_api_suite() {
         "ok format 1",
         "ok format 4",
         "ok misuse",
+        "ok counters and waits",
         "ok eq",
         "checks passed",
     ] {

@@ -400,9 +400,6 @@ static void test_misuse(void)
 
 	/* What we do not offer. */
 	EQ(fi_write(r.ep, buf, 8, NULL, r.self, 0, 0, NULL), -FI_ENOSYS);
-	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP };
-	struct fid_cntr *cntr;
-	EQ(fi_cntr_open(r.domain, &cntr_attr, &cntr, NULL), -FI_ENOSYS);
 	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
 	EQ(fi_connect(r.ep, buf, NULL, 0), -FI_ENOSYS);
 	struct fi_av_attr map_attr = { .type = FI_AV_MAP };
@@ -433,6 +430,89 @@ static void test_misuse(void)
 	EQ(fi_close(&r.fabric->fid), -FI_EINVAL);
 	fi_freeinfo(r.info);
 	printf("ok misuse\n");
+}
+
+/* Counters: completions counted per direction, add/set, errors, a bounded wait; a
+ * blocking CQ read (sread) with a wait object. */
+static void test_counters_and_waits(void)
+{
+	struct fi_info *h = hints_base();
+	struct res r;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &r.info), 0);
+	fi_freeinfo(h);
+	EQ(fi_fabric(r.info->fabric_attr, &r.fabric, NULL), 0);
+	EQ(fi_domain(r.fabric, r.info, &r.domain, NULL), 0);
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	EQ(fi_av_open(r.domain, &av_attr, &r.av, NULL), 0);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cq *cq;
+	EQ(fi_cq_open(r.domain, &cq_attr, &cq, NULL), 0);
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cntr *tx, *rx;
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &tx, NULL), 0);
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &rx, NULL), 0);
+	EQ(tx->fid.fclass, FI_CLASS_CNTR);
+	EQ(fi_endpoint(r.domain, r.info, &r.ep, NULL), 0);
+	EQ(fi_ep_bind(r.ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &tx->fid, FI_SEND), 0);
+	EQ(fi_ep_bind(r.ep, &rx->fid, FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &r.av->fid, 0), 0);
+	EQ(fi_enable(r.ep), 0);
+	char name[256];
+	size_t len = sizeof(name);
+	EQ(fi_getname(&r.ep->fid, name, &len), 0);
+	EQ(fi_av_insert(r.av, name, 1, &r.self, 0, NULL), 1);
+
+	char in[16], out[16] = "counted";
+	struct fi_context ctx;
+	EQ(fi_cntr_read(rx), 0);
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx), 0);
+	EQ(fi_send(r.ep, out, 8, NULL, r.self, &ctx), 0);
+	EQ(fi_cntr_wait(rx, 1, 5000), 0);
+	EQ(fi_cntr_wait(tx, 1, 5000), 0);
+	EQ(fi_cntr_read(rx), 1);
+	EQ(fi_cntr_read(tx), 1);
+	/* Nothing more arrives: the wait times out. */
+	EQ(fi_cntr_wait(rx, 2, 20), -FI_ETIMEDOUT);
+	EQ(fi_cntr_add(rx, 5), 0);
+	EQ(fi_cntr_read(rx), 6);
+	EQ(fi_cntr_set(rx, 2), 0);
+	EQ(fi_cntr_read(rx), 2);
+	EQ(fi_cntr_adderr(rx, 3), 0);
+	EQ(fi_cntr_readerr(rx), 3);
+	EQ(fi_cntr_seterr(rx, 0), 0);
+	EQ(fi_cntr_readerr(rx), 0);
+
+	/* The two completions, read blocking. */
+	struct fi_cq_msg_entry e[2];
+	ssize_t n = 0;
+	double end = now() + 5;
+	while (n < 2 && now() < end) {
+		ssize_t k = fi_cq_sread(cq, &e[n], 2 - n, NULL, 1000);
+		if (k > 0)
+			n += k;
+		else
+			EQ(k, -FI_EAGAIN);
+	}
+	EQ(n, 2);
+	/* Empty: sread returns -FI_EAGAIN at its timeout. */
+	double t0 = now();
+	EQ(fi_cq_sread(cq, e, 1, NULL, 50), -FI_EAGAIN);
+	CHECK(now() - t0 >= 0.04);
+	int fd = -1;
+	CHECK(fi_control(&cq->fid, FI_GETWAIT, &fd) == 0 ? fd >= 0 : 1);
+
+	EQ(fi_close(&rx->fid), -FI_EBUSY);
+	EQ(fi_close(&r.ep->fid), 0);
+	EQ(fi_close(&rx->fid), 0);
+	EQ(fi_close(&tx->fid), 0);
+	EQ(fi_close(&tx->fid), -FI_EINVAL);
+	EQ(fi_close(&r.av->fid), 0);
+	EQ(fi_close(&cq->fid), 0);
+	EQ(fi_close(&r.domain->fid), 0);
+	EQ(fi_close(&r.fabric->fid), 0);
+	fi_freeinfo(r.info);
+	printf("ok counters and waits\n");
 }
 
 /* An EQ on the fabric: user events written and read back, an empty queue. */
@@ -469,6 +549,7 @@ int main(void)
 	test_messages();
 	test_formats();
 	test_misuse();
+	test_counters_and_waits();
 	test_eq();
 	printf("all %d checks passed\n", checks);
 	return 0;
