@@ -98,9 +98,10 @@ fn c_api_suite() {
     assert!(out.status.success(), "C suite failed:\n{t}");
     for part in [
         "ok getinfo",
-        "ok messages",
-        "ok format 1",
-        "ok format 4",
+        "ok messages (stack 0)",
+        "ok messages (stack 1)",
+        "ok format 1 (stack 0)",
+        "ok format 4 (stack 1)",
         "ok misuse",
         "ok counters and waits",
         "ok eq",
