@@ -5,6 +5,9 @@
 # client-side usec/xfer and the medians.
 #
 #   ROUNDS=5 ITERS=100000 SIZES="8 64" benches/plugin_pingpong.sh
+#
+# PRIO=rt runs both processes under `chrt -f 1` (root), so other load on the machine
+# does not decide the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,15 +22,17 @@ trap 'rm -rf "$dir"' EXIT
 cp "$TARGET/release/libfabric_ofi.so" "$dir/libfab_shm-fi.so"
 export FI_PROVIDER_PATH=$dir
 
+prio=()
+[[ ${PRIO:-} == rt ]] && prio=(chrt -f 1)
 port=47600
 # One fi_pingpong run of provider $1 at size $2: prints the client's usec/xfer.
 run() {
     port=$((port + 1))
-    fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -B "$port" >/dev/null 2>&1 &
+    "${prio[@]}" fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -B "$port" >/dev/null 2>&1 &
     local srv=$!
     local out
     for _ in $(seq 100); do
-        out=$(fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -P "$port" 127.0.0.1 2>/dev/null) && break
+        out=$("${prio[@]}" fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -P "$port" 127.0.0.1 2>/dev/null) && break
         sleep 0.05
     done
     wait "$srv"

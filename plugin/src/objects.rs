@@ -127,7 +127,7 @@ fn ptr_of<T>(t: &'static T) -> *mut T {
 unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
     if len == 0 {
         Some(&[])
-    } else if p.is_null() {
+    } else if p.is_null() || len > isize::MAX as usize {
         None
     } else {
         // SAFETY: the caller's contract.
@@ -142,7 +142,7 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
 unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize) -> Option<&'a mut [u8]> {
     if len == 0 {
         Some(&mut [])
-    } else if p.is_null() {
+    } else if p.is_null() || len > isize::MAX as usize {
         None
     } else {
         // SAFETY: the caller's contract.
@@ -159,7 +159,8 @@ unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a mut [
     if count == 0 {
         return Some(Vec::new());
     }
-    if iov.is_null() {
+    // Far beyond any iov_limit: refused before a slice of that length is made.
+    if iov.is_null() || count > MAX_IOV {
         return None;
     }
     // SAFETY: the caller's contract.
@@ -171,6 +172,9 @@ unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a mut [
 }
 
 const EINVAL: isize = -(sys::FI_EINVAL as isize);
+
+/// The most iovec entries looked at; the core's limit is far lower and gives the error.
+const MAX_IOV: usize = 1024;
 
 // ---- domain -------------------------------------------------------------------------
 
@@ -457,6 +461,8 @@ const fn cq_ops<S: St, E: CEntry>() -> sys::fi_ops_cq {
     }
 }
 
+/// How many entries one read takes at most (a read may return fewer than asked).
+const MAX_READ: usize = 1 << 16;
 /// How many entries one read takes at most when converting formats.
 const CHUNK: usize = 64;
 /// The staging buffer of reads of a few entries (a poll loop's usual one), so they do
@@ -502,7 +508,11 @@ unsafe fn read_into<S: St, E: CEntry>(
     if buf.is_null() && count != 0 {
         return EINVAL;
     }
-    let n = if E::DIRECT { count } else { count.min(CHUNK) };
+    let n = if E::DIRECT {
+        count.min(MAX_READ)
+    } else {
+        count.min(CHUNK)
+    };
     // SAFETY: `src` is NULL or `count` addresses by the caller's contract; FiAddr is a
     // transparent u64.
     let src = (!src.is_null())
@@ -934,8 +944,11 @@ unsafe extern "C" fn av_insert<S: St>(
         return neg(Error::BadFlags);
     }
     let len = <Plugin as crate::Exposed>::ADDR_LEN;
+    let Some(total) = count.checked_mul(len) else {
+        return neg(Error::Inval);
+    };
     // SAFETY: `addr` holds `count` addresses of our length by fi_av_insert's contract.
-    let Some(all) = (unsafe { bytes(addr, count * len) }) else {
+    let Some(all) = (unsafe { bytes(addr, total) }) else {
         return neg(Error::Inval);
     };
     let mut done = 0;
@@ -991,7 +1004,7 @@ unsafe extern "C" fn av_remove<S: St>(
     if count == 0 {
         return 0;
     }
-    if fi_addr.is_null() {
+    if fi_addr.is_null() || count > isize::MAX as usize / core::mem::size_of::<FiAddr>() {
         return neg(Error::Inval);
     }
     // SAFETY: `count` addresses by fi_av_remove's contract; FiAddr is a transparent u64.

@@ -170,10 +170,15 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `fi_pingpong` server and client over the plugin; returns both outputs.
+/// `fi_pingpong` server and client over the plugin's RDM endpoints; both outputs.
 fn pingpong(args: &[&str]) -> (String, String) {
+    pingpong_ep("rdm", args)
+}
+
+/// `fi_pingpong` server and client on endpoint type `ep`; returns both outputs.
+fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
     let port = free_port().to_string();
-    let server = with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", "rdm"]))
+    let server = with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -186,7 +191,7 @@ fn pingpong(args: &[&str]) -> (String, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = run(
-        with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", "rdm"]))
+        with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
             .args(args)
             .args(["-P", &port, "127.0.0.1"]),
         Duration::from_secs(300),
@@ -241,6 +246,14 @@ fn fi_pingpong_all_sizes_with_data_checks() {
 #[test]
 fn fi_pingpong_tagged_small() {
     let (s, c) = pingpong(&["-I", "200", "-S", "64", "-m", "tagged", "-c"]);
+    for out in [&s, &c] {
+        assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}
+
+#[test]
+fn fi_pingpong_dgram() {
+    let (s, c) = pingpong_ep("dgram", &["-I", "200", "-S", "64", "-c"]);
     for out in [&s, &c] {
         assert_eq!(rows(out), vec![(64, 200)], "{out}");
     }
