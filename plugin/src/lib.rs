@@ -15,9 +15,9 @@
 //! a plugin's provider by the one `fi_provider` its `fi_prov_ini` returns, so each of
 //! our providers gets its own `lib<name>-fi.so` file.
 //!
-//! What it offers: RDM (and DGRAM) endpoints with messages and tagged messages, CQs in
+//! What it offers: RDM (and DGRAM) endpoints with messages, tagged messages and RMA, CQs in
 //! the four formats with `readfrom`, `readerr`, `sread` and `signal`, counters, table
-//! and map AVs, memory registration, EQs on the fabric. RMA, atomics, binding EQs,
+//! and map AVs, memory registration, EQs on the fabric. Atomics, binding EQs,
 //! scalable endpoints and shared contexts are left out of the capabilities reported and
 //! answer `-FI_ENOSYS`.
 
@@ -63,11 +63,16 @@ impl Exposed for Plugin {
 }
 
 /// The capabilities the plugin implements: messages and tagged messages in both
-/// directions, directed receives, `FI_SOURCE`, multi-receive buffers, local
-/// communication. The core has more (RMA, atomics, triggers, ...), not yet reachable
-/// from C.
+/// directions, RMA reads and writes both ways, directed receives, `FI_SOURCE`,
+/// multi-receive buffers, local communication. The core has more (atomics, triggers,
+/// RMA events, ...), not yet reachable from C.
 pub const CAPS: Caps = Caps::MSG
     .union(Caps::TAGGED)
+    .union(Caps::RMA)
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE)
     .union(Caps::SEND)
     .union(Caps::RECV)
     .union(Caps::DIRECTED_RECV)
@@ -111,7 +116,6 @@ pub fn infos(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
             c.tx_attr.caps &= CAPS;
             c.rx_attr.caps &= CAPS;
             c.domain_attr.caps &= CAPS;
-            c.tx_attr.rma_iov_limit = 0;
             c.domain_attr.threading = threading;
             c.domain_attr.data_progress = progress;
             c.domain_attr.control_progress = progress;

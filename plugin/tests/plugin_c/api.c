@@ -14,6 +14,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
@@ -71,7 +72,7 @@ static struct fi_info *hints_base(void)
 	CHECK(h != NULL);
 	h->fabric_attr->prov_name = strdup(PROV);
 	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_MSG | FI_TAGGED;
+	h->caps = FI_MSG | FI_TAGGED | FI_RMA;
 	h->mode = FI_CONTEXT;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	if (variant == 1) {
@@ -93,7 +94,7 @@ static void test_getinfo(void)
 	EQ(info->ep_attr->type, FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
 	/* Only what the plugin implements is claimed. */
-	EQ(info->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER), 0);
+	EQ(info->caps & (FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT), 0);
 	EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
 	EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	EQ(info->domain_attr->av_type, FI_AV_TABLE);
@@ -116,7 +117,7 @@ static void test_getinfo(void)
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
 	h->domain_attr->av_type = FI_AV_UNSPEC;
-	h->caps = FI_MSG | FI_RMA;
+	h->caps = FI_MSG | FI_ATOMIC;
 	info = NULL;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	CHECK(info == NULL);
@@ -286,6 +287,46 @@ static void test_messages(void)
 	EQ(fi_close(&mr->fid), 0);
 	EQ(fi_close(&mr->fid), -FI_EINVAL);
 
+	/* RMA to self through a registered region: write, read back, a bad key. */
+	static uint64_t target[8];
+	struct fid_mr *tmr;
+	EQ(fi_mr_reg(r.domain, target, sizeof(target), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7, 0,
+		     &tmr, NULL),
+	   0);
+	uint64_t w[2] = { 0x1111222233334444ULL, 0x5555666677778888ULL }, rd[2] = { 0, 0 };
+	EQ(fi_write(r.ep, w, sizeof(w), NULL, r.self, 16, 7, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_s);
+	CHECK((e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+	EQ(target[2], w[0]);
+	EQ(target[3], w[1]);
+	EQ(fi_read(r.ep, rd, sizeof(rd), NULL, r.self, 16, 7, &ctx_r), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_r);
+	CHECK(e.flags & FI_READ);
+	EQ(rd[1], w[1]);
+	EQ(fi_inject_write(r.ep, &w[0], 8, r.self, 0, 7), 0);
+	struct fi_rma_iov riov = { .addr = 8, .len = 8, .key = 7 };
+	struct iovec liov = { &w[1], 8 };
+	struct fi_msg_rma wm = { .msg_iov = &liov, .iov_count = 1, .addr = r.self,
+				 .rma_iov = &riov, .rma_iov_count = 1, .context = &ctx_s };
+	EQ(fi_writemsg(r.ep, &wm, FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[0], w[0]);
+	EQ(target[1], w[1]);
+	/* A wrong key or a range past the region: an error entry, memory untouched. */
+	EQ(fi_write(r.ep, w, 8, NULL, r.self, 0, 99, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.op_context == &ctx_s);
+	CHECK(err.err != 0);
+	EQ(fi_write(r.ep, w, 16, NULL, r.self, 56, 7, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.err != 0);
+	EQ(target[7], 0);
+	EQ(fi_close(&tmr->fid), 0);
+
 	/* AV remove: the address is gone afterwards. */
 	EQ(fi_av_remove(r.av, &r.self, 1, 0), 0);
 	blen = sizeof(back);
@@ -409,7 +450,9 @@ static void test_misuse(void)
 	EQ(fi_av_remove(r.av, &a, 1, 1ULL << 62), -FI_EBADFLAGS);
 
 	/* What we do not offer. */
-	EQ(fi_write(r.ep, buf, 8, NULL, r.self, 0, 0, NULL), -FI_ENOSYS);
+	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, FI_UINT64, FI_SUM, NULL), -FI_ENOSYS);
+	struct fi_msg_rma two = { .iov_count = 0, .rma_iov_count = 2 };
+	EQ(fi_writemsg(r.ep, &two, 0), -FI_EINVAL);
 	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
 	EQ(fi_connect(r.ep, buf, NULL, 0), -FI_ENOSYS);
 	struct fi_av_attr map_attr = { .type = FI_AV_MAP };
