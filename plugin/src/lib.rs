@@ -15,9 +15,10 @@
 //! a plugin's provider by the one `fi_provider` its `fi_prov_ini` returns, so each of
 //! our providers gets its own `lib<name>-fi.so` file.
 //!
-//! What it offers: RDM (and DGRAM) endpoints with messages, tagged messages and RMA, CQs in
+//! What it offers: RDM (and DGRAM) endpoints with messages, tagged messages, RMA and
+//! atomics, CQs in
 //! the four formats with `readfrom`, `readerr`, `sread` and `signal`, counters, table
-//! and map AVs, memory registration, EQs on the fabric. Atomics, binding EQs,
+//! and map AVs, memory registration, EQs on the fabric. Binding EQs,
 //! scalable endpoints and shared contexts are left out of the capabilities reported and
 //! answer `-FI_ENOSYS`.
 
@@ -63,12 +64,13 @@ impl Exposed for Plugin {
 }
 
 /// The capabilities the plugin implements: messages and tagged messages in both
-/// directions, RMA reads and writes both ways, directed receives, `FI_SOURCE`,
-/// multi-receive buffers, local communication. The core has more (atomics, triggers,
-/// RMA events, ...), not yet reachable from C.
+/// directions, RMA and atomics both ways, directed receives, `FI_SOURCE`,
+/// multi-receive buffers, local communication. The core has more (triggers, RMA
+/// events, ...), not yet reachable from C.
 pub const CAPS: Caps = Caps::MSG
     .union(Caps::TAGGED)
     .union(Caps::RMA)
+    .union(Caps::ATOMIC)
     .union(Caps::READ)
     .union(Caps::WRITE)
     .union(Caps::REMOTE_READ)

@@ -140,13 +140,14 @@ fn fi_info_lists_the_provider() {
         "FI_TAGGED",
         "FI_RMA",
         "FI_REMOTE_WRITE",
+        "FI_ATOMIC",
         "FI_LOCAL_COMM",
         "api_version: 1.17",
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
     // Only what the plugin implements is claimed.
-    for absent in ["FI_ATOMIC", "FI_RMA_EVENT", "FI_REMOTE_COMM", "FI_EP_MSG"] {
+    for absent in ["FI_TRIGGER", "FI_RMA_EVENT", "FI_REMOTE_COMM", "FI_EP_MSG"] {
         assert!(!t.contains(absent), "{absent} claimed:\n{t}");
     }
 }

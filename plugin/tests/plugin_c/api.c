@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
@@ -72,7 +73,7 @@ static struct fi_info *hints_base(void)
 	CHECK(h != NULL);
 	h->fabric_attr->prov_name = strdup(PROV);
 	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_MSG | FI_TAGGED | FI_RMA;
+	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
 	h->mode = FI_CONTEXT;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	if (variant == 1) {
@@ -94,7 +95,7 @@ static void test_getinfo(void)
 	EQ(info->ep_attr->type, FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
 	/* Only what the plugin implements is claimed. */
-	EQ(info->caps & (FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT), 0);
+	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT | FI_REMOTE_COMM), 0);
 	EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
 	EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	EQ(info->domain_attr->av_type, FI_AV_TABLE);
@@ -117,7 +118,7 @@ static void test_getinfo(void)
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
 	h->domain_attr->av_type = FI_AV_UNSPEC;
-	h->caps = FI_MSG | FI_ATOMIC;
+	h->caps = FI_MSG | FI_TRIGGER;
 	info = NULL;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	CHECK(info == NULL);
@@ -325,6 +326,71 @@ static void test_messages(void)
 	EQ(fi_cq_readerr(cq, &err, 0), 1);
 	CHECK(err.err != 0);
 	EQ(target[7], 0);
+	/* Atomics on the same region: sum, fetch-and-add, compare-and-swap, read. */
+	memset(target, 0, sizeof(target));
+	uint64_t one = 5, old = 0, cmp = 12, swp = 99;
+	EQ(fi_atomic(r.ep, &one, 1, NULL, r.self, 8, 7, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK((e.flags & (FI_ATOMIC | FI_WRITE)) == (FI_ATOMIC | FI_WRITE));
+	EQ(target[1], 5);
+	EQ(fi_inject_atomic(r.ep, &one, 1, r.self, 8, 7, FI_UINT64, FI_SUM), 0);
+	uint64_t sixteen[2] = { 1, 2 };
+	struct fi_ioc ioc = { sixteen, 2 };
+	EQ(fi_atomicv(r.ep, &ioc, NULL, 1, r.self, 16, 7, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[2], 1);
+	EQ(target[3], 2);
+	EQ(fi_fetch_atomic(r.ep, &one, 1, NULL, &old, NULL, r.self, 8, 7, FI_UINT64, FI_SUM, &ctx_r), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.flags & FI_READ);
+	EQ(old, 10);
+	EQ(target[1], 15);
+	EQ(fi_compare_atomic(r.ep, &swp, 1, NULL, &cmp, NULL, &old, NULL, r.self, 8, 7, FI_UINT64,
+			     FI_CSWAP, &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 15);
+	EQ(target[1], 15);
+	cmp = 15;
+	EQ(fi_compare_atomic(r.ep, &swp, 1, NULL, &cmp, NULL, &old, NULL, r.self, 8, 7, FI_UINT64,
+			     FI_CSWAP, &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[1], 99);
+	EQ(fi_fetch_atomic(r.ep, NULL, 1, NULL, &old, NULL, r.self, 8, 7, FI_UINT64, FI_ATOMIC_READ,
+			   &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 99);
+	/* The message forms, one operand and one remote ioc. */
+	struct fi_ioc op_ioc = { &one, 1 }, res_ioc = { &old, 1 };
+	struct fi_rma_ioc rioc = { .addr = 8, .count = 1, .key = 7 };
+	struct fi_msg_atomic am = { .msg_iov = &op_ioc, .iov_count = 1, .addr = r.self,
+				    .rma_iov = &rioc, .rma_iov_count = 1, .datatype = FI_UINT64,
+				    .op = FI_SUM, .context = &ctx_r };
+	EQ(fi_fetch_atomicmsg(r.ep, &am, &res_ioc, NULL, 1, FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 99);
+	EQ(target[1], 104);
+	/* Limits: the most elements per call, and the domain's query. */
+	size_t cnt = 0;
+	EQ(fi_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt), 0);
+	CHECK(cnt >= 1);
+	EQ(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_CSWAP, &cnt), 0);
+	CHECK(cnt >= 1);
+	struct fi_atomic_attr aattr;
+	EQ(fi_query_atomic(r.domain, FI_DOUBLE, FI_SUM, &aattr, 0), 0);
+	EQ(aattr.size, 8);
+	CHECK(aattr.count >= 1);
+	EQ(fi_query_atomic(r.domain, FI_UINT64, FI_CSWAP, &aattr, FI_COMPARE_ATOMIC), 0);
+	CHECK(fi_query_atomic(r.domain, FI_DOUBLE, FI_BOR, &aattr, 0) < 0);
+	EQ(fi_query_atomic(r.domain, FI_UINT64, FI_SUM, &aattr, 1ULL << 40), -FI_EBADFLAGS);
+	/* A bad key: an error entry, memory untouched. */
+	EQ(fi_atomic(r.ep, &one, 1, NULL, r.self, 8, 98, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.err != 0);
+	EQ(target[1], 104);
 	EQ(fi_close(&tmr->fid), 0);
 
 	/* AV remove: the address is gone afterwards. */
@@ -450,7 +516,12 @@ static void test_misuse(void)
 	EQ(fi_av_remove(r.av, &a, 1, 1ULL << 62), -FI_EBADFLAGS);
 
 	/* What we do not offer. */
-	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, FI_UINT64, FI_SUM, NULL), -FI_ENOSYS);
+	EQ(fi_barrier(r.ep, 0, NULL), -FI_ENOSYS);
+	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, FI_UINT64, (enum fi_op)99, NULL), -FI_EINVAL);
+	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, (enum fi_datatype)99, FI_SUM, NULL), -FI_EINVAL);
+	size_t cnt;
+	EQ(fi_atomicvalid(r.ep, FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+	CHECK(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt) < 0);
 	struct fi_msg_rma two = { .iov_count = 0, .rma_iov_count = 2 };
 	EQ(fi_writemsg(r.ep, &two, 0), -FI_EINVAL);
 	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
