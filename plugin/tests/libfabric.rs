@@ -74,10 +74,11 @@ fn text(out: &Output) -> String {
     )
 }
 
-#[test]
-fn c_api_suite() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plugin_c/api.c");
-    let bin = provider_dir().join("api");
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over the plugin;
+/// returns its output after asserting it succeeded.
+fn run_c(name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/plugin_c/{name}.c"));
+    let bin = provider_dir().join(name);
     let cc = run(
         Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
@@ -91,11 +92,17 @@ fn c_api_suite() {
     let out = run(
         with_plugin(&mut Command::new(&bin)),
         Duration::from_secs(120),
-        "api",
+        name,
     );
     let t = text(&out);
     println!("{t}");
-    assert!(out.status.success(), "C suite failed:\n{t}");
+    assert!(out.status.success(), "{name} failed:\n{t}");
+    t
+}
+
+#[test]
+fn c_api_suite() {
+    let t = run_c("api");
     for part in [
         "ok getinfo",
         "ok messages (stack 0)",
@@ -109,6 +116,12 @@ fn c_api_suite() {
     ] {
         assert!(t.contains(part), "missing {part:?} in:\n{t}");
     }
+}
+
+#[test]
+fn c_two_processes_rma_atomics_messages() {
+    let t = run_c("xproc");
+    assert!(t.contains("ok two processes"), "{t}");
 }
 
 #[test]
