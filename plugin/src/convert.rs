@@ -88,7 +88,7 @@ pub unsafe fn info_from_c(
         dest_addr: unsafe { addr_bytes(c.dest_addr, c.dest_addrlen) },
         ..Info::default()
     };
-    // SAFETY (each attribute below): non-NULL attribute pointers are valid by contract.
+    // SAFETY: a non-NULL attribute pointer is valid by the caller's contract.
     if let Some(t) = unsafe { c.tx_attr.as_ref() } {
         info.tx_attr = TxAttr {
             caps: Caps::from_bits_retain(t.caps),
@@ -102,6 +102,7 @@ pub unsafe fn info_from_c(
             rma_iov_limit: t.rma_iov_limit,
         };
     }
+    // SAFETY: a non-NULL attribute pointer is valid by the caller's contract.
     if let Some(r) = unsafe { c.rx_attr.as_ref() } {
         info.rx_attr = RxAttr {
             caps: Caps::from_bits_retain(r.caps),
@@ -114,6 +115,7 @@ pub unsafe fn info_from_c(
             iov_limit: r.iov_limit,
         };
     }
+    // SAFETY: a non-NULL attribute pointer is valid by the caller's contract.
     if let Some(e) = unsafe { c.ep_attr.as_ref() } {
         info.ep_attr = EpAttr {
             ep_type: enum_of(e.type_, EpType::from_raw)?,
@@ -129,6 +131,7 @@ pub unsafe fn info_from_c(
             rx_ctx_cnt: e.rx_ctx_cnt,
         };
     }
+    // SAFETY: a non-NULL attribute pointer is valid by the caller's contract.
     if let Some(d) = unsafe { c.domain_attr.as_ref() } {
         // SAFETY: the domain name is NULL or a C string by contract.
         if !unsafe { names_us(d.name, name) } {
@@ -159,6 +162,7 @@ pub unsafe fn info_from_c(
             mr_cnt: d.mr_cnt,
         };
     }
+    // SAFETY: a non-NULL attribute pointer is valid by the caller's contract.
     if let Some(f) = unsafe { c.fabric_attr.as_ref() } {
         // SAFETY: NULL or C strings by contract.
         if !unsafe { names_us(f.name, name) && names_us(f.prov_name, name) } {

@@ -22,6 +22,8 @@
 //! scalable endpoints and shared contexts are left out of the capabilities reported and
 //! answer `-FI_ENOSYS`.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;
 
@@ -233,9 +235,9 @@ unsafe extern "C" fn fabric(
     }
     // SAFETY: NULL or a valid attribute by fi_fabric's contract.
     if let Some(a) = unsafe { attr.as_ref() } {
-        // SAFETY: NULL or C strings.
         let named = |s: *const c_char| {
             s.is_null()
+                // SAFETY: a non-NULL name is a C string by fi_fabric's contract.
                 || unsafe { CStr::from_ptr(s) }
                     .to_bytes()
                     .eq_ignore_ascii_case(Plugin::NAME.to_bytes())

@@ -9,6 +9,7 @@
     dead_code,
     unsafe_op_in_unsafe_fn,
     clippy::all,
-    clippy::pedantic
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks
 )]
 include!(concat!(env!("OUT_DIR"), "/ofi.rs"));
