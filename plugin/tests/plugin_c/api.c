@@ -546,6 +546,11 @@ static void test_misuse(void)
 
 	EQ(fi_close(&r.ep->fid), 0);
 	EQ(fi_close(&r.ep->fid), -FI_EINVAL);
+	/* A closed object's calls fail instead of touching freed state. */
+	EQ(fi_send(r.ep, buf, 8, NULL, r.self, NULL), -FI_EINVAL);
+	EQ(fi_tinject(r.ep, buf, 8, r.self, 1), -FI_EINVAL);
+	EQ(fi_cq_read(cqs[1], &te, 1), -FI_EINVAL);
+	EQ(fi_enable(r.ep), -FI_EINVAL);
 	EQ(fi_close(&r.av->fid), 0);
 	EQ(fi_close(&cqs[0]->fid), 0);
 	EQ(fi_close(&r.domain->fid), 0);
