@@ -14,8 +14,8 @@ use fabric::flags::{BindFlags, MrAccess, OpFlags};
 use fabric::info::Info;
 use fabric::{
     AddressVector, AtomicClass, AtomicMsg, AtomicOp, Config, Context, Counter, Cq, CqDataEntry,
-    CqEntry, CqMsgEntry, CqTaggedEntry, Datatype, Domain, Endpoint, Error, Fabric, FiAddr,
-    MemoryRegion, RmaIov, RmaMsg, RmaMsgMut, TaggedMsgMut,
+    CqEntry, CqMsgEntry, CqTaggedEntry, Datatype, Domain, Endpoint, EpOpt, EpOptName, Error,
+    Fabric, FiAddr, MemoryRegion, RmaIov, RmaMsg, RmaMsgMut, TaggedMsgMut,
 };
 
 use crate::fid::{neg, ret, sret, Obj};
@@ -1398,8 +1398,8 @@ const fn ep_ops<S: St>() -> sys::fi_ops_ep {
     sys::fi_ops_ep {
         size: core::mem::size_of::<sys::fi_ops_ep>(),
         cancel: Some(ep_cancel::<S>),
-        getopt: Some(ep_getopt),
-        setopt: Some(ep_setopt),
+        getopt: Some(ep_getopt::<S>),
+        setopt: Some(ep_setopt::<S>),
         tx_ctx: Some(ep_tx_ctx),
         rx_ctx: Some(ep_rx_ctx),
         rx_size_left: Some(ep_rx_size_left::<S>),
@@ -1415,24 +1415,74 @@ unsafe extern "C" fn ep_cancel<S: St>(f: *mut sys::fid, context: *mut c_void) ->
     }
 }
 
-unsafe extern "C" fn ep_getopt(
-    _: *mut sys::fid,
-    _: c_int,
-    _: c_int,
-    _: *mut c_void,
-    _: *mut usize,
-) -> c_int {
-    -(sys::FI_ENOPROTOOPT as c_int)
+/// The option `level`/`name` names, as the core calls it.
+fn opt_name(level: c_int, name: c_int) -> Option<EpOptName> {
+    if level as u32 != sys::FI_OPT_ENDPOINT {
+        return None;
+    }
+    match name as u32 {
+        sys::FI_OPT_MIN_MULTI_RECV => Some(EpOptName::MinMultiRecv),
+        sys::FI_OPT_CM_DATA_SIZE => Some(EpOptName::CmDataSize),
+        _ => None,
+    }
 }
 
-unsafe extern "C" fn ep_setopt(
-    _: *mut sys::fid,
-    _: c_int,
-    _: c_int,
-    _: *const c_void,
-    _: usize,
+unsafe extern "C" fn ep_getopt<S: St>(
+    f: *mut sys::fid,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut usize,
 ) -> c_int {
-    -(sys::FI_ENOPROTOOPT as c_int)
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    let Some(opt) = opt_name(level, name) else {
+        return neg(Error::NoProtoOpt);
+    };
+    if val.is_null() || len.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: `len` is valid by fi_getopt's contract.
+    if unsafe { *len } < core::mem::size_of::<usize>() {
+        return neg(Error::TooSmall);
+    }
+    let v = match e.ep.getopt(opt) {
+        Ok(EpOpt::MinMultiRecv(v) | EpOpt::CmDataSize(v)) => v,
+        Err(err) => return neg(err),
+    };
+    // SAFETY: both options are `size_t`s, and `val` has room for one (checked above).
+    unsafe {
+        val.cast::<usize>().write_unaligned(v);
+        *len = core::mem::size_of::<usize>();
+    }
+    0
+}
+
+unsafe extern "C" fn ep_setopt<S: St>(
+    f: *mut sys::fid,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    let Some(opt) = opt_name(level, name) else {
+        return neg(Error::NoProtoOpt);
+    };
+    if val.is_null() || len != core::mem::size_of::<usize>() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: a `size_t` by fi_setopt's contract (length checked above).
+    let v = unsafe { val.cast::<usize>().read_unaligned() };
+    ret(e.ep.setopt(match opt {
+        EpOptName::MinMultiRecv => EpOpt::MinMultiRecv(v),
+        EpOptName::CmDataSize => EpOpt::CmDataSize(v),
+    }))
 }
 
 unsafe extern "C" fn ep_tx_ctx(

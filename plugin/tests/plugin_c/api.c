@@ -393,6 +393,18 @@ static void test_messages(void)
 	EQ(target[1], 104);
 	EQ(fi_close(&tmr->fid), 0);
 
+	/* Endpoint options: the multi-receive threshold round-trips, unknown ones are
+	 * refused. */
+	size_t minmr = 4096, got = 0, glen = sizeof(got);
+	EQ(fi_setopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &minmr, sizeof(minmr)), 0);
+	EQ(fi_getopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen), 0);
+	EQ(got, 4096);
+	EQ(glen, sizeof(size_t));
+	glen = 1;
+	EQ(fi_getopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen), -FI_ETOOSMALL);
+	EQ(fi_setopt(&r.ep->fid, FI_OPT_ENDPOINT, 1000, &minmr, sizeof(minmr)), -FI_ENOPROTOOPT);
+	EQ(fi_setopt(&r.ep->fid, 7, FI_OPT_MIN_MULTI_RECV, &minmr, sizeof(minmr)), -FI_ENOPROTOOPT);
+
 	/* AV remove: the address is gone afterwards. */
 	EQ(fi_av_remove(r.av, &r.self, 1, 0), 0);
 	blen = sizeof(back);
