@@ -5,8 +5,8 @@
 //! calls `fi_prov_ini` for the `struct fi_provider`, and sends `fi_getinfo` and
 //! `fi_fabric` to it. Everything after that goes straight through the ops tables in the
 //! objects we return: `fi_domain` picks one of the static stacks from the info
-//! (threading, progress, AV type), and the domain's, endpoint's, CQ's, AV's and MR's
-//! tables point at `extern "C"` functions monomorphized for that stack (and, for CQ
+//! (threading, progress, AV type), and the tables of the domain and of every object
+//! opened from it (endpoint, CQ, counter, AV, MR) point at `extern "C"` functions monomorphized for that stack (and, for CQ
 //! reads, for the CQ's entry format): one indirect call per operation into the same
 //! code a Rust program gets, with no test of the choices behind it.
 //!
@@ -16,11 +16,11 @@
 //! our providers gets its own `lib<name>-fi.so` file.
 //!
 //! What it offers: RDM (and DGRAM) endpoints with messages, tagged messages, RMA and
-//! atomics, CQs in
-//! the four formats with `readfrom`, `readerr`, `sread` and `signal`, counters, table
-//! and map AVs, memory registration, EQs on the fabric. Binding EQs,
-//! scalable endpoints and shared contexts are left out of the capabilities reported and
-//! answer `-FI_ENOSYS`.
+//! atomics, endpoint options; CQs in the four formats with `readfrom`, `readerr`,
+//! `sread` and `signal`; counters; table and map AVs; memory registration; EQs on the
+//! fabric. Binding EQs, RMA events, triggered operations, scalable endpoints, shared
+//! contexts, wait and poll sets and collectives are left out of the capabilities
+//! reported and answer `-FI_ENOSYS`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
