@@ -4,7 +4,7 @@
 # It runs examples/fastpath.rs with two message counts and divides the difference, so
 # set-up cost cancels out.
 #
-#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|add|cswap|idle|compare] [domain|safe]
+#   fastpath_callgrind.sh [slice|array|dynamic|shm|fadd|add|cswap|idle|hybrid|hybrid_idle|compare|hybrid_vs_shm] [domain|safe]
 #
 #   slice    the static default stack (Stack<Loopback>), tinject of a slice (default)
 #   array    tinject_array (the compile-time-proven length skips the run-time
@@ -20,7 +20,11 @@
 #   cswap    compare_atomic (FI_CSWAP, u64: the word from i to i + 1, old value
 #            checked) on shm, polled to completion
 #   idle     on shm, one empty CQ read (progress finds nothing): per read, not per message
+#   hybrid   shm's loop on the composed provider (Stack<fabric_hybrid::ShmTcp>): the
+#            endpoint is on this node, so its own shm half carries it
+#   hybrid_idle  idle on the composed provider (the tcp half looked at while due)
 #   compare  slice and dynamic, then dynamic / static
+#   hybrid_vs_shm  shm and hybrid, idle and hybrid_idle, then hybrid / shm
 #   domain|safe  FI_THREAD_DOMAIN (default) or FI_THREAD_SAFE
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,12 +47,20 @@ measure() {
     echo "$1/$threading: instructions per message: $per"
 }
 case $mode in
-slice | array | dynamic | shm | fadd | add | cswap | idle) measure "$mode" ;;
+slice | array | dynamic | shm | fadd | add | cswap | idle | hybrid | hybrid_idle) measure "$mode" ;;
 compare)
     measure slice; s=$per
     measure dynamic; d=$per
     awk -v s="$s" -v d="$d" -v t="$threading" \
         'BEGIN { printf "%s: static %d, dynamic %d instructions/message; dynamic/static = %.2f\n", t, s, d, d / s }'
     ;;
-*) echo "usage: $0 [slice|array|dynamic|shm|fadd|add|cswap|idle|compare] [domain|safe]" >&2; exit 2 ;;
+hybrid_vs_shm)
+    measure shm; s=$per
+    measure hybrid; h=$per
+    measure idle; si=$per
+    measure hybrid_idle; hi_=$per
+    awk -v s="$s" -v h="$h" -v si="$si" -v hi="$hi_" -v t="$threading" \
+        'BEGIN { printf "%s: message shm %d, hybrid %d (%.3f); empty read shm %d, hybrid %d (%.3f)\n", t, s, h, h / s, si, hi, hi / si }'
+    ;;
+*) echo "usage: $0 [slice|array|dynamic|shm|fadd|add|cswap|idle|hybrid|hybrid_idle|compare|hybrid_vs_shm] [domain|safe]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 //! A fixed number of `tinject` + receiver CQ reads on the loopback (or shm) provider, for counting
 //! instructions per message with callgrind (`benches/fastpath_callgrind.sh`).
 //!
-//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd|add|cswap|idle] [domain|safe]` (default 100000,
+//! Usage: `fastpath [messages] [slice|array|dynamic|shm|fadd|add|cswap|idle|hybrid|hybrid_idle] [domain|safe]` (default 100000,
 //! `slice`, `domain`). One message = `trecv` repost + `tinject` of 8 bytes + one
 //! `cq.read` that progresses, matches and returns the entry.
 //!
@@ -30,6 +30,11 @@
 //!   after one message, reads of the empty CQ: the cost of one look for work, which
 //!   sets how soon a busy-polling receiver notices an arrival.
 //!
+//! * `hybrid`: `shm` on the composed provider (`Stack<fabric_hybrid::ShmTcp>`), the
+//!   endpoint on this node and so reached through its shm half.
+//! * `hybrid_idle`: `idle` on the composed provider: a look at the shm half, and at
+//!   the tcp half while due.
+//!
 //! `safe` uses `FI_THREAD_SAFE` instead (`Stack<Loopback, ThreadSafe, Manual>` / the
 //! dynamic layer's thread-safe stack); `array` has no dynamic counterpart.
 
@@ -37,6 +42,7 @@ use fabric::dynamic::prelude::*;
 use fabric::dynamic::{Choice, DynCq, DynEndpoint};
 use fabric::prelude::*;
 use fabric::Config;
+use fabric_hybrid::ShmTcp;
 use fabric_loopback::Loopback;
 use fabric_shm::Shm;
 
@@ -352,10 +358,19 @@ fn main() -> Result<()> {
             run_idle::<Stack<Shm, ThreadDomain, Manual, CqTagged, Map>>(n, threading)
         }
         ("idle", true) => run_idle::<Stack<Shm, ThreadSafe, Manual, CqTagged, Map>>(n, threading),
+        ("hybrid", false) => run_static::<Stack<ShmTcp>>(n, false, threading),
+        ("hybrid", true) => run_static::<Stack<ShmTcp, ThreadSafe, Manual>>(n, false, threading),
+        ("hybrid_idle", false) => {
+            run_idle::<Stack<ShmTcp, ThreadDomain, Manual, CqTagged, Map>>(n, threading)
+        }
+        ("hybrid_idle", true) => {
+            run_idle::<Stack<ShmTcp, ThreadSafe, Manual, CqTagged, Map>>(n, threading)
+        }
         ("dynamic", _) => run_dynamic(n, threading),
         _ => {
             eprintln!(
-                "unknown mode {mode:?}: slice, array, dynamic, shm, fadd, add, cswap or idle"
+                "unknown mode {mode:?}: slice, array, dynamic, shm, fadd, add, cswap, idle, \
+                 hybrid or hybrid_idle"
             );
             Err(Error::Inval)
         }

@@ -139,7 +139,7 @@ enum Phase {
 #[derive(Parser, Debug)]
 #[command(about = "SHMEM-style all-to-all, atomics and lock test over RDM endpoints")]
 struct Args {
-    /// provider: tcp|shm (loopback cannot reach other processes)
+    /// provider: tcp|shm|hybrid (loopback cannot reach other processes)
     #[arg(short = 'p', value_name = "provider", default_value = "tcp")]
     provider: String,
     /// fail when a wait sees nothing happen for this many seconds
@@ -1065,9 +1065,10 @@ fn main() -> ExitCode {
     let r = Prov::parse(&args.provider).and_then(|prov| match prov {
         Prov::Tcp => job::<Tcp>(&args),
         Prov::Shm => job::<Shm>(&args),
+        Prov::Hybrid => job::<fabric_hybrid::ShmTcp>(&args),
         Prov::Loopback => Err(Failure::new(
             Error::NotSupported,
-            "-p loopback: its endpoints reach only their own process; use -p tcp or -p shm",
+            "-p loopback: its endpoints reach only their own process; use -p hybrid, tcp or shm",
         )),
     });
     match r {

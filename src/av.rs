@@ -82,7 +82,12 @@ impl<S: Config> AddressVector<S> {
             return Err(Error::Perm);
         }
         let peer = S::Provider::resolve(name)?;
-        Ok(self.inner.state.with(|st| st.table.insert(name, peer)))
+        let aliases = S::Provider::aliases(name);
+        Ok(self.inner.state.with(|st| {
+            st.table
+                .try_insert_aliased(name, aliases, peer)
+                .unwrap_or(FiAddr::NOTAVAIL)
+        }))
     }
 
     /// `fi_av_insert` of several peers. Synchronously: the addresses, with

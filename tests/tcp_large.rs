@@ -322,8 +322,8 @@ fn multi_receive_buffer_takes_large_messages_whole() {
 }
 
 /// The child of `killed_peer_fails_the_receive_once`: greets the parent, waits for its
-/// go, starts a 64 MiB message and never progresses again (so most of it stays in its
-/// send queue) until it is killed.
+/// go, starts a 64 MiB message (which the parent stops reading, so the send ends by
+/// its bound with most of it queued) and never progresses again until it is killed.
 #[test]
 #[ignore = "run by killed_peer_fails_the_receive_once as a child process"]
 fn child_entry() {
@@ -375,6 +375,9 @@ fn killed_peer_fails_the_receive_once() {
             "not claimed within {DEADLINE:?}"
         );
     }
+    // Not read while the child sends: its send stops waiting (its stall bound) and
+    // queues the rest, which it never writes out. Then what the kernel holds.
+    std::thread::sleep(fabric_tcp::TX_STALL * 10);
     spin(&p, Duration::from_millis(100));
     child.kill().unwrap();
     child.wait().unwrap();

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
+use fabric_hybrid::ShmTcp;
 use fabric_loopback::Loopback;
 use fabric_shm::Shm;
 use fabric_tcp::Tcp;
@@ -126,6 +127,8 @@ pub enum Prov {
     Loopback,
     /// TCP sockets, between hosts (`FABRIC_TCP_IFACE` chooses the interface).
     Tcp,
+    /// Shared memory to peers on this node, TCP to the others (`fabric_hybrid::ShmTcp`).
+    Hybrid,
 }
 
 impl Prov {
@@ -135,6 +138,7 @@ impl Prov {
             "shm" => Ok(Prov::Shm),
             "loopback" => Ok(Prov::Loopback),
             "tcp" => Ok(Prov::Tcp),
+            "hybrid" => Ok(Prov::Hybrid),
             _ => Err(Failure::call("fi_getinfo", Error::NoData)),
         }
     }
@@ -145,19 +149,20 @@ impl Prov {
             Prov::Shm => Shm::NAME,
             Prov::Loopback => Loopback::NAME,
             Prov::Tcp => Tcp::NAME,
+            Prov::Hybrid => ShmTcp::NAME,
         }
     }
 
     /// Whether the two sides can be two processes.
     pub fn crosses_processes(self) -> bool {
-        matches!(self, Prov::Shm | Prov::Tcp)
+        matches!(self, Prov::Shm | Prov::Tcp | Prov::Hybrid)
     }
 }
 
 /// The command-line options every tool shares: provider and roles.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct PeerArgs {
-    /// provider: shm|loopback|tcp
+    /// provider: shm|loopback|tcp|hybrid
     #[arg(short = 'p', value_name = "provider", default_value = "shm")]
     pub provider: String,
     /// source control port: run as server listening there (0: any free port)
@@ -351,8 +356,9 @@ const SYNC_Q: &[u8] = b"q\0";
 const SYNC_A: &[u8] = b"a\0";
 const CNT_OK: &[u8] = b"cnt ok\0";
 const CNT_LEN: usize = 10;
-/// Longest endpoint name accepted from a peer (`PP_MAX_CTRL_MSG`).
-const MAX_NAME: usize = 64;
+/// Longest endpoint name accepted from a peer: fabtests' `PP_MAX_CTRL_MSG` is 64, but
+/// the composed provider's names (both halves' and a node identity) are longer.
+const MAX_NAME: usize = 256;
 
 /// The control connection: `fi_pingpong`'s out-of-band protocol over a byte stream.
 pub struct Ctrl {
@@ -1062,6 +1068,22 @@ impl ToolProvider for Tcp {
     }
 }
 
+// shm's directly mapped regions are registered through shm stacks only.
+impl ToolProvider for ShmTcp {
+    fn direct_target<'a>(
+        _domain: &Domain<Stack<ShmTcp>>,
+        _seg: &'a mut Option<fabric_shm::MappedSegment>,
+        _len: usize,
+        _attr: &MrAttr,
+    ) -> Res<Option<fabric_shm::DirectMr<'a, Stack<ShmTcp>>>> {
+        Ok(None)
+    }
+
+    fn attach(_name: &[u8], _key: u64) -> Res<Option<fabric_shm::RemoteKey>> {
+        Ok(None)
+    }
+}
+
 /// Runs `tool` as `setup` says; the client's results go to `report`. `child_args` are
 /// the arguments a [`Role::Pair`] run gives its server child (the tool's own
 /// arguments; the server options are appended).
@@ -1075,6 +1097,7 @@ pub fn run<T: Tool>(
         Prov::Shm => run_on::<T, Shm>(tool, setup, child_args, report),
         Prov::Loopback => run_on::<T, Loopback>(tool, setup, child_args, report),
         Prov::Tcp => run_on::<T, Tcp>(tool, setup, child_args, report),
+        Prov::Hybrid => run_on::<T, ShmTcp>(tool, setup, child_args, report),
     }
 }
 

@@ -39,6 +39,8 @@ const MAX_PREALLOC: usize = 1 << 16;
 /// A live peer.
 struct Entry<V> {
     name: Box<[u8]>,
+    /// The other raw addresses its packets arrive under ([`Provider::aliases`]).
+    aliases: Box<[Box<[u8]>]>,
     value: V,
 }
 
@@ -57,8 +59,9 @@ pub struct AvTable<V, A: AvType> {
     slots: Vec<Slot<V>>,
     /// Freed [`Map`](crate::Map) slots that may be reused (never used for `Table`).
     free: Vec<u32>,
-    /// Raw address -> live addresses with these bytes, oldest first. Almost always
-    /// one element; duplicates are legal in libfabric.
+    /// Raw address (a peer's name or one of its aliases) -> live addresses with these
+    /// bytes, oldest first. Almost always one element; duplicates are legal in
+    /// libfabric.
     by_name: FxHashMap<Box<[u8]>, Vec<FiAddr>>,
     len: usize,
     /// Slots may be numbered `0..max_slots`, so an address never reaches into the
@@ -130,13 +133,29 @@ impl<V, A: AvType> AvTable<V, A> {
     /// When the address space is exhausted the value is dropped and
     /// [`FiAddr::NOTAVAIL`] is returned, as `fi_av_insert` reports a failed entry; use
     /// [`try_insert`](AvTable::try_insert) to get an error instead.
+    #[cfg(test)]
     pub fn insert(&mut self, name: &[u8], value: V) -> FiAddr {
         self.try_insert(name, value).unwrap_or(FiAddr::NOTAVAIL)
     }
 
     /// [`insert`](AvTable::insert) returning `Err(Error::NoSpc)` when no further
     /// address can be formed (all indices used, or every slot retired).
+    #[cfg(test)]
     pub fn try_insert(&mut self, name: &[u8], value: V) -> Result<FiAddr> {
+        self.try_insert_aliased(name, Vec::new(), value)
+    }
+
+    /// Inserts a peer by its raw address bytes (endpoint name), the other raw
+    /// addresses its packets arrive under ([`Provider::aliases`]: a reverse lookup of
+    /// any of them finds it too) and the provider's resolved value, returning its
+    /// address, as [`insert`](AvTable::insert) does; `Err(Error::NoSpc)` when no
+    /// further address can be formed (all indices used, or every slot retired).
+    pub fn try_insert_aliased(
+        &mut self,
+        name: &[u8],
+        aliases: Vec<Box<[u8]>>,
+        value: V,
+    ) -> Result<FiAddr> {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -155,7 +174,16 @@ impl<V, A: AvType> AvTable<V, A> {
         let s = &mut self.slots[slot as usize];
         let addr = FiAddr(A::encode(slot, s.gen));
         self.by_name.entry(name.clone()).or_default().push(addr);
-        s.entry = Some(Entry { name, value });
+        for a in &aliases {
+            if **a != *name {
+                self.by_name.entry(a.clone()).or_default().push(addr);
+            }
+        }
+        s.entry = Some(Entry {
+            name,
+            aliases: aliases.into_boxed_slice(),
+            value,
+        });
         self.len += 1;
         Ok(addr)
     }
@@ -175,12 +203,14 @@ impl<V, A: AvType> AvTable<V, A> {
         // Otherwise the slot is retired: Table indices are never reused, and a Map
         // slot out of generations would make an old handle valid again.
         self.len -= 1;
-        if let Some(addrs) = self.by_name.get_mut(&entry.name) {
-            if let Some(i) = addrs.iter().position(|&a| a == addr) {
-                addrs.remove(i);
-            }
-            if addrs.is_empty() {
-                self.by_name.remove(&entry.name);
+        for key in core::iter::once(&entry.name).chain(entry.aliases.iter()) {
+            if let Some(addrs) = self.by_name.get_mut(key) {
+                if let Some(i) = addrs.iter().position(|&a| a == addr) {
+                    addrs.remove(i);
+                }
+                if addrs.is_empty() {
+                    self.by_name.remove(key);
+                }
             }
         }
         Ok(entry.value)
@@ -244,7 +274,8 @@ impl<V, A: AvType> AvTable<V, A> {
     }
 
     /// Reverse lookup for `FI_SOURCE`: the address of the most recently inserted live
-    /// peer with these raw bytes, `None` if there is none.
+    /// peer with these raw bytes as its name or one of its aliases, `None` if there is
+    /// none.
     #[inline]
     pub fn reverse(&self, name: &[u8]) -> Option<FiAddr> {
         self.by_name
@@ -501,6 +532,35 @@ mod tests {
         assert_eq!(m.get(FiAddr(ma.0 | (7 << 32))), Err(Error::AddrNotAvail));
         assert_eq!(t.len(), 1);
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn aliases_reverse_to_their_peer_until_removed() {
+        let mut av: AvTable<u8, Table> = AvTable::new(0);
+        let a = av
+            .try_insert_aliased(
+                b"both",
+                vec![b"left".as_slice().into(), b"right".as_slice().into()],
+                1,
+            )
+            .unwrap();
+        let b = av.insert(b"other", 2);
+        for key in [&b"both"[..], b"left", b"right"] {
+            assert_eq!(av.reverse(key), Some(a));
+        }
+        assert_eq!(av.lookup(a), Ok(&b"both"[..]));
+        // A later peer under the same alias is the one found, until it goes.
+        let c = av
+            .try_insert_aliased(b"again", vec![b"left".as_slice().into()], 3)
+            .unwrap();
+        assert_eq!(av.reverse(b"left"), Some(c));
+        assert_eq!(av.remove(c), Ok(3));
+        assert_eq!(av.reverse(b"left"), Some(a));
+        assert_eq!(av.remove(a), Ok(1));
+        for key in [&b"both"[..], b"left", b"right", b"again"] {
+            assert_eq!(av.reverse(key), None);
+        }
+        assert_eq!(av.reverse(b"other"), Some(b));
     }
 
     #[test]

@@ -267,9 +267,15 @@ impl<S: Config> EpInner<S> {
                     let up = c.state.with(|st| *st == ConnState::Connecting);
                     let installed = up
                         && <S::Provider as Provider>::resolve(&peer).is_ok_and(|p| {
-                            c.table
-                                .state
-                                .with(|st| st.table.try_insert(&peer, p).is_ok())
+                            c.table.state.with(|st| {
+                                st.table
+                                    .try_insert_aliased(
+                                        &peer,
+                                        <S::Provider as Provider>::aliases(&peer),
+                                        p,
+                                    )
+                                    .is_ok()
+                            })
                         });
                     if installed {
                         c.state.with(|st| *st = ConnState::Connected);

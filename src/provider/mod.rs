@@ -54,6 +54,15 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// Resolves a peer's raw address (`fi_av_insert`). Malformed or unknown addresses
     /// fail with [`Error::AddrNotAvail`] or `Inval`.
     fn resolve(name: &[u8]) -> Result<Self::Peer>;
+    /// The other raw addresses under which packets from the peer named `name` arrive:
+    /// the source addresses [`Transport::poll`] hands on with them where those are not
+    /// `name` itself (a composed provider, whose parts each name the peer their own
+    /// way). The AV maps each back to the peer, for `FI_SOURCE` and directed receives.
+    /// Called when a peer is inserted, never on the data path. The default: none.
+    fn aliases(name: &[u8]) -> Vec<Box<[u8]>> {
+        let _ = name;
+        Vec::new()
+    }
     /// The raw address of `node`/`service` (`fi_av_insertsvc`).
     fn name_from_svc(node: &str, service: &str) -> Result<Vec<u8>>;
     /// The raw source address of `node`/`service` (`fi_getinfo` with `FI_SOURCE`, or a

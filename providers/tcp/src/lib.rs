@@ -67,6 +67,16 @@
 //! middle of a payload fails its operation once (`FI_EHOSTUNREACH`). [`large_rx`]
 //! counts both kinds (a diagnostic).
 //!
+//! A frame larger than [`LARGE_TX`] is sent from the caller's buffers: `send` writes
+//! it itself, waiting in `poll` while the socket is full, and returns once the kernel
+//! has it all, or, when the socket took nothing for [`TX_STALL`] or the whole took
+//! longer than [`tx_bound`] of its size (a receiver that does not poll), after it
+//! copied what is left into the connection's queue for progress to write out. So
+//! with a receiver that keeps up a large message is copied only by the kernel, and a
+//! sender never waits on a receiver for long. A connection that fails during the
+//! write fails the send (`FI_EHOSTUNREACH`) or, for an operation that awaits a
+//! response, its completion. [`large_tx`] counts the bytes sent either way.
+//!
 //! ```
 //! use fabric::prelude::*;
 //! use fabric_tcp::Tcp;
@@ -96,8 +106,8 @@ pub use frame::{HELLO_LEN, MAGIC, VERSION};
 pub use name::{Name, NAME_LEN};
 pub use place::{large_rx, LargeRx};
 pub use transport::{
-    TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV, RX_BUF,
-    STAGE_BUDGET,
+    large_tx, tx_bound, LargeTx, TcpEp, TcpPeer, TcpRx, TcpTx, DEFAULT_IDLE, DEFAULT_MAX_CONNS,
+    IDLE_ENV, LARGE_TX, MAX_CONNS_ENV, RX_BUF, STAGE_BUDGET, TX_STALL,
 };
 
 /// Largest `inject` payload, as a type ([`Provider::InjectSize`]).

@@ -32,7 +32,10 @@
 //! Flow control: a request goes out only when the connection has nothing queued; what
 //! the kernel does not take at once is queued (so the caller's buffer is free when
 //! `send` returns) and later requests get `FI_EAGAIN` until the queue is written out
-//! by progress ([`HeldBack`]). Responses are queued behind it and never refused. On
+//! by progress ([`HeldBack`]). Responses are queued behind it and never refused. A
+//! frame of more than [`LARGE_TX`] bytes is written by `send` itself from the
+//! caller's buffers, waiting for the socket within a bound, and only what is left
+//! then is queued (`large`). On
 //! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes. A
 //! frame larger than that is read straight into its destination when the core has one
 //! (`place`: a posted receive, an RMA write's region, a read's buffer, claimed when
@@ -71,6 +74,8 @@ use crate::MAX_MSG_SIZE;
 pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
 
 mod idle;
+mod large;
+pub use large::{large_tx, tx_bound, LargeTx, LARGE_TX, TX_STALL};
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
 /// place, larger ones into their destination or, without one, staged (see
@@ -624,7 +629,8 @@ impl Transport for TcpEp {
         if tx.links[i].link.dead.load(Ordering::Acquire) {
             return Err(Error::HostUnreach);
         }
-        if let Some(op) = frame::answered_by(hdr).filter(|_| !response) {
+        let asks = frame::answered_by(hdr).filter(|_| !response);
+        if let Some(op) = asks {
             // Announced before it is written: the response cannot overtake it. Once
             // announced the request is answered by the receiver, truly or with an
             // error, so this send no longer fails.
@@ -647,11 +653,15 @@ impl Transport for TcpEp {
         }
         let l = &mut tx.links[i];
         let was_queued = l.queued();
+        let total = HDR_LEN + payload.iter().map(|p| p.len()).sum::<usize>();
+        if total > LARGE_TX {
+            return self.send_large(l, hdr, payload, total, asks.is_some() || response);
+        }
         if was_queued {
             append(&mut l.out, &[hdr.bytes()], 0);
             append(&mut l.out, payload, 0);
         } else {
-            write_frame(l, hdr, payload);
+            write_frame(l, hdr, payload, total);
             if l.queued() {
                 self.sh.held.fetch_add(1, Ordering::Relaxed);
             }
@@ -685,8 +695,7 @@ impl Transport for TcpEp {
 /// Writes one frame on an idle connection straight from the caller's buffers; what the
 /// kernel does not take is queued. A connection that fails is marked dead.
 #[inline]
-fn write_frame(l: &mut TxLink, hdr: &Header, payload: &[&[u8]]) {
-    let total = HDR_LEN + payload.iter().map(|p| p.len()).sum::<usize>();
+fn write_frame(l: &mut TxLink, hdr: &Header, payload: &[&[u8]], total: usize) {
     let written = if payload.len() <= MAX_IOV {
         let mut iov = [IoSlice::new(&[]); MAX_IOV + 1];
         iov[0] = IoSlice::new(hdr.bytes());
@@ -715,6 +724,46 @@ fn write_frame(l: &mut TxLink, hdr: &Header, payload: &[&[u8]]) {
     if written < total {
         append(&mut l.out, &[hdr.bytes()], written);
         append(&mut l.out, payload, written.saturating_sub(HDR_LEN));
+    }
+}
+
+impl TcpEp {
+    /// Sends a frame of more than [`LARGE_TX`] bytes on link `l` from the caller's
+    /// buffers (see `large`). A connection that fails meanwhile fails the send, unless
+    /// it `must_not_fail`: a response, or a request announced to the receiver, which
+    /// answers it with an error instead.
+    #[cold]
+    fn send_large(
+        &self,
+        l: &mut TxLink,
+        hdr: &Header,
+        payload: &[&[u8]],
+        total: usize,
+        must_not_fail: bool,
+    ) -> Result<()> {
+        let was_queued = l.queued();
+        let broken = matches!(
+            l.send_large(hdr.bytes(), payload, total),
+            large::Sent::Broken
+        );
+        if broken {
+            kill(&l.link);
+            l.out.clear();
+            l.sent = 0;
+        }
+        match (was_queued, l.queued()) {
+            (false, true) => {
+                self.sh.held.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.sh.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if broken && !must_not_fail {
+            return Err(Error::HostUnreach);
+        }
+        Ok(())
     }
 }
 

@@ -428,7 +428,7 @@ impl TcpTx {
         }
         self.last = usize::MAX;
         l.link.idle.closing.store(true, Ordering::Release);
-        write_frame(&mut l, &frame::bye(), &[]);
+        write_frame(&mut l, &frame::bye(), &[], frame::HDR_LEN);
         let mut c = Closing {
             tx: l,
             shut: false,

@@ -1,0 +1,133 @@
+//! The objects handed to C: a libfabric `fid_*` header followed by our state, and the
+//! table of live objects that makes bad handles from C errors instead of crashes.
+//!
+//! An object's memory is never freed: closing drops its state and leaves the header, so a
+//! second `fi_close` (which libfabric's inline wrapper sends through the header's ops
+//! table) reaches our code and gets `-FI_EINVAL`, and a stale handle passed to a bind is
+//! refused because it is no longer in the live table. The cost is the header and an
+//! empty state slot per object ever opened.
+
+use core::any::TypeId;
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use fabric::Error;
+
+use crate::sys;
+
+/// A C-visible object: header `H` (a `fid_*` struct, whose first field is `struct fid`),
+/// then the state, `None` once closed.
+#[repr(C)]
+pub struct Obj<H, T> {
+    /// What C sees.
+    pub hdr: H,
+    state: UnsafeCell<Option<T>>,
+}
+
+/// `-code` of an error, as libfabric returns it.
+#[inline]
+pub fn neg(e: Error) -> c_int {
+    -e.code()
+}
+
+/// `0` or the negative error code.
+#[inline]
+pub fn ret(r: fabric::Result<()>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => neg(e),
+    }
+}
+
+/// As [`ret`], for the data calls returning `ssize_t`.
+#[inline]
+pub fn sret(r: fabric::Result<()>) -> isize {
+    ret(r) as isize
+}
+
+type Live = HashMap<usize, (u32, TypeId)>;
+
+fn live() -> MutexGuard<'static, Live> {
+    static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
+    LIVE.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+impl<H: 'static, T: 'static> Obj<H, T> {
+    /// Allocates the object, records it live as class `class`, and returns its address
+    /// (also that of its `struct fid`).
+    pub fn create(hdr: H, state: T, class: u32) -> *mut Obj<H, T> {
+        let p = Box::into_raw(Box::new(Obj {
+            hdr,
+            state: UnsafeCell::new(Some(state)),
+        }));
+        live().insert(p as usize, (class, TypeId::of::<Obj<H, T>>()));
+        p
+    }
+
+    /// The state behind `fid`, `None` if `fid` is NULL or closed.
+    ///
+    /// # Safety
+    /// `fid` is NULL or was returned by [`Obj::create`] for this `H` and `T` (which the
+    /// ops tables guarantee: only this type's tables point at the functions calling
+    /// this), and is not being closed concurrently (libfabric forbids that).
+    #[inline]
+    pub unsafe fn state<'a, F>(fid: *mut F) -> Option<&'a T> {
+        let o = fid.cast::<Obj<H, T>>();
+        if o.is_null() {
+            return None;
+        }
+        // SAFETY: the caller's contract: a live or closed (never freed) object whose
+        // state slot is only replaced by `close`, not concurrently with this call.
+        unsafe { (*(*o).state.get()).as_ref() }
+    }
+
+    /// The object behind any `fid` from C, if it is one of ours, live, of class `class`
+    /// and type `Obj<H, T>`: how a handle passed as an argument (a CQ to bind) is checked.
+    pub fn lookup<'a>(fid: *mut sys::fid, class: u32) -> Option<&'a T> {
+        let known = live().get(&(fid as usize)).copied();
+        match known {
+            Some((c, t)) if c == class && t == TypeId::of::<Obj<H, T>>() => {
+                // SAFETY: the live table says `fid` is an `Obj<H, T>` from `create`,
+                // not closed.
+                unsafe { Self::state(fid) }
+            }
+            _ => None,
+        }
+    }
+
+    /// `fi_close`: `busy` says whether other objects still depend on this one
+    /// (`-FI_EBUSY`); otherwise the state is dropped after `release` saw it.
+    ///
+    /// # Safety
+    /// As [`Obj::state`].
+    pub unsafe fn close(
+        fid: *mut sys::fid,
+        busy: impl FnOnce(&T) -> bool,
+        release: impl FnOnce(&T),
+    ) -> c_int {
+        let mut l = live();
+        if fid.is_null() || !l.contains_key(&(fid as usize)) {
+            return neg(Error::Inval);
+        }
+        // SAFETY: live, so created by `create` for this type (the ops table that called
+        // us belongs to it).
+        let Some(st) = (unsafe { Self::state(fid) }) else {
+            return neg(Error::Inval);
+        };
+        if busy(st) {
+            return neg(Error::Busy);
+        }
+        release(st);
+        l.remove(&(fid as usize));
+        drop(l);
+        let o = fid.cast::<Obj<H, T>>();
+        // SAFETY: no reference into the state outlives this call on the close path, and
+        // libfabric forbids using an object concurrently with its close.
+        drop(unsafe { (*(*o).state.get()).take() });
+        0
+    }
+}

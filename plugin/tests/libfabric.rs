@@ -1,0 +1,276 @@
+//! The plugin under real libfabric programs: a C test of the API and its misuse
+//! (`tests/plugin_c/api.c`, compiled with `cc` against `-lfabric`), `fi_info` and
+//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` through
+//! `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A directory holding the plugin under the name libfabric looks for
+/// (`lib<name>-fi.so`), made once per test process.
+fn provider_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        // The test binary is target/<profile>/deps/<name>; cargo builds the cdylib
+        // next to it.
+        let exe = std::env::current_exe().expect("current_exe");
+        let deps = exe.parent().expect("deps dir");
+        let so = [
+            deps.join("libfabric_ofi.so"),
+            deps.join("../libfabric_ofi.so"),
+        ]
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("libfabric_ofi.so built next to the test binary");
+        let dir = std::env::temp_dir().join(format!("fabric-ofi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::copy(&so, dir.join("libfab_shm-fi.so")).expect("copy plugin");
+        dir
+    })
+    .clone()
+}
+
+fn with_plugin(cmd: &mut Command) -> &mut Command {
+    cmd.env("FI_PROVIDER_PATH", provider_dir())
+        .env_remove("FI_PROVIDER")
+}
+
+/// Waits for `child` at most `limit`, killing it past that.
+fn wait_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
+    let end = Instant::now() + limit;
+    loop {
+        match child.try_wait().expect("try_wait") {
+            Some(_) => return child.wait_with_output().expect("output"),
+            None if Instant::now() >= end => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn run(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {what}: {e}"));
+    wait_deadline(child, limit, what)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over the plugin;
+/// returns its output after asserting it succeeded.
+fn run_c(name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/plugin_c/{name}.c"));
+    let bin = provider_dir().join(name);
+    let cc = run(
+        Command::new("cc")
+            .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .arg("-lfabric"),
+        Duration::from_secs(120),
+        "cc",
+    );
+    assert!(cc.status.success(), "cc failed:\n{}", text(&cc));
+    let out = run(
+        with_plugin(&mut Command::new(&bin)),
+        Duration::from_secs(120),
+        name,
+    );
+    let t = text(&out);
+    println!("{t}");
+    assert!(out.status.success(), "{name} failed:\n{t}");
+    t
+}
+
+#[test]
+fn c_api_suite() {
+    let t = run_c("api");
+    for part in [
+        "ok getinfo",
+        "ok messages (stack 0)",
+        "ok messages (stack 1)",
+        "ok format 1 (stack 0)",
+        "ok format 4 (stack 1)",
+        "ok misuse",
+        "ok counters and waits",
+        "ok eq",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
+#[test]
+fn c_two_processes_rma_atomics_messages() {
+    let t = run_c("xproc");
+    assert!(t.contains("ok two processes"), "{t}");
+}
+
+#[test]
+fn fi_info_lists_the_provider() {
+    let out = run(
+        with_plugin(Command::new("fi_info").args(["-p", "fab_shm"])),
+        Duration::from_secs(60),
+        "fi_info",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "fi_info failed:\n{t}");
+    assert!(t.contains("provider: fab_shm\n"), "{t}");
+    assert!(t.contains("type: FI_EP_RDM"), "{t}");
+
+    let out = run(
+        with_plugin(Command::new("fi_info").args(["-p", "fab_shm", "-v", "-t", "FI_EP_RDM"])),
+        Duration::from_secs(60),
+        "fi_info -v",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "fi_info -v failed:\n{t}");
+    for want in [
+        "prov_name: fab_shm",
+        "name: fab_shm",
+        "threading: FI_THREAD_DOMAIN",
+        "av_type: FI_AV_TABLE",
+        "mr_mode: [  ]",
+        "FI_MSG",
+        "FI_TAGGED",
+        "FI_RMA",
+        "FI_REMOTE_WRITE",
+        "FI_ATOMIC",
+        "FI_LOCAL_COMM",
+        "api_version: 1.17",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    // Only what the plugin implements is claimed.
+    for absent in ["FI_TRIGGER", "FI_RMA_EVENT", "FI_REMOTE_COMM", "FI_EP_MSG"] {
+        assert!(!t.contains(absent), "{absent} claimed:\n{t}");
+    }
+}
+
+/// Whether something listens on TCP `port` (from /proc, without connecting: the
+/// server accepts one control connection only).
+fn listening(port: u16) -> bool {
+    let hex = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|s| {
+            s.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&hex) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `fi_pingpong` server and client over the plugin's RDM endpoints; both outputs.
+fn pingpong(args: &[&str]) -> (String, String) {
+    pingpong_ep("rdm", args)
+}
+
+/// `fi_pingpong` server and client on endpoint type `ep`; returns both outputs.
+fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
+    let port = free_port().to_string();
+    let server = with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+        .args(args)
+        .args(["-B", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fi_pingpong server");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !listening(port.parse().unwrap()) {
+        assert!(Instant::now() < end, "fi_pingpong server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = run(
+        with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+            .args(args)
+            .args(["-P", &port, "127.0.0.1"]),
+        Duration::from_secs(300),
+        "fi_pingpong client",
+    );
+    let server = wait_deadline(server, Duration::from_secs(60), "fi_pingpong server");
+    let (s, c) = (text(&server), text(&client));
+    assert!(server.status.success(), "server failed:\n{s}\nclient:\n{c}");
+    assert!(client.status.success(), "client failed:\n{c}\nserver:\n{s}");
+    (s, c)
+}
+
+/// A count as fi_pingpong prints it: `64`, `1.5k`, `8m`.
+fn count(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let v: f64 = num.parse().ok()?;
+    Some((v * mult as f64).round() as u64)
+}
+
+/// The result rows (`bytes #sent #ack ...`) of fi_pingpong's output: size and count.
+fn rows(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let size = count(f.first()?)?;
+            let sent = count(f.get(1)?)?;
+            // "#ack" is printed as "=<n>": every message was answered.
+            let acked = count(f.get(2)?.strip_prefix('=')?)?;
+            (acked == sent).then_some((size, sent))
+        })
+        .collect()
+}
+
+#[test]
+fn fi_pingpong_all_sizes_with_data_checks() {
+    let (s, c) = pingpong(&["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        // fi_pingpong's "all" sizes run from 0 bytes up to several MiB.
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().any(|&(size, _)| size == 1), "{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
+    }
+}
+
+#[test]
+fn fi_pingpong_tagged_small() {
+    let (s, c) = pingpong(&["-I", "200", "-S", "64", "-m", "tagged", "-c"]);
+    for out in [&s, &c] {
+        assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}
+
+#[test]
+fn fi_pingpong_dgram() {
+    let (s, c) = pingpong_ep("dgram", &["-I", "200", "-S", "64", "-c"]);
+    for out in [&s, &c] {
+        assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}

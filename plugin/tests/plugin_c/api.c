@@ -1,0 +1,700 @@
+/* The plugin through libfabric's C API: getinfo and hints, every object the plugin
+ * offers, messages and tagged messages to self, the four CQ formats, error entries,
+ * and misuse (NULL pointers, wrong classes, double close, busy objects, unknown flags
+ * and versions), which must give libfabric error codes, never a crash.
+ *
+ * Run with FI_PROVIDER_PATH pointing at a directory holding libfab_shm-fi.so. Prints
+ * one line per check and exits non-zero on the first failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#define PROV "fab_shm"
+#define VER FI_VERSION(1, 17)
+
+static int checks;
+
+#define CHECK(cond)                                                                   \
+	do {                                                                          \
+		if (!(cond)) {                                                        \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			exit(1);                                                      \
+		}                                                                     \
+		checks++;                                                             \
+	} while (0)
+
+#define EQ(a, b)                                                                      \
+	do {                                                                          \
+		long long _a = (long long)(a), _b = (long long)(b);                   \
+		if (_a != _b) {                                                       \
+			fprintf(stderr, "FAIL %s:%d: %s == %lld, expected %s == %lld\n", \
+				__FILE__, __LINE__, #a, _a, #b, _b);                  \
+			exit(1);                                                      \
+		}                                                                     \
+		checks++;                                                             \
+	} while (0)
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads one entry of `size` bytes, polling for at most 5 seconds. */
+static ssize_t read_one(struct fid_cq *cq, void *entry)
+{
+	double end = now() + 5;
+	ssize_t r;
+	do {
+		r = fi_cq_read(cq, entry, 1);
+	} while (r == -FI_EAGAIN && now() < end);
+	return r;
+}
+
+/* The stack the data tests run on: 0 is the default (FI_THREAD_DOMAIN, manual progress,
+ * FI_AV_TABLE); 1 asks for FI_THREAD_SAFE, auto progress and FI_AV_MAP, another
+ * monomorphized stack behind the same ops tables' shape. */
+static int variant;
+
+static struct fi_info *hints_base(void)
+{
+	struct fi_info *h = fi_allocinfo();
+	CHECK(h != NULL);
+	h->fabric_attr->prov_name = strdup(PROV);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+	h->mode = FI_CONTEXT;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	if (variant == 1) {
+		h->domain_attr->threading = FI_THREAD_SAFE;
+		h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+		h->domain_attr->av_type = FI_AV_MAP;
+	}
+	return h;
+}
+
+static void test_getinfo(void)
+{
+	struct fi_info *h = hints_base(), *info = NULL;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), 0);
+	CHECK(info != NULL);
+	CHECK(strcmp(info->fabric_attr->prov_name, PROV) == 0);
+	CHECK(strcmp(info->fabric_attr->name, PROV) == 0);
+	CHECK(strcmp(info->domain_attr->name, PROV) == 0);
+	EQ(info->ep_attr->type, FI_EP_RDM);
+	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
+	/* Only what the plugin implements is claimed. */
+	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT | FI_REMOTE_COMM), 0);
+	EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
+	EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	EQ(info->domain_attr->av_type, FI_AV_TABLE);
+	EQ(info->domain_attr->mr_mode, 0);
+	EQ(info->mode, 0);
+	CHECK(info->tx_attr->inject_size > 0);
+	fi_freeinfo(info);
+
+	/* Hints choose the stack: thread safety, auto progress, a map AV. */
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	h->domain_attr->av_type = FI_AV_MAP;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), 0);
+	EQ(info->domain_attr->threading, FI_THREAD_SAFE);
+	EQ(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	EQ(info->domain_attr->av_type, FI_AV_MAP);
+	fi_freeinfo(info);
+
+	/* What we do not offer matches nothing. */
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
+	h->domain_attr->av_type = FI_AV_UNSPEC;
+	h->caps = FI_MSG | FI_TRIGGER;
+	info = NULL;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	CHECK(info == NULL);
+	h->caps = FI_MSG;
+	h->ep_attr->type = FI_EP_MSG;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	h->ep_attr->type = FI_EP_RDM;
+	h->addr_format = FI_SOCKADDR_IN;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	h->addr_format = FI_FORMAT_UNSPEC;
+	h->tx_attr->inject_size = 1 << 30;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	h->tx_attr->inject_size = 0;
+	/* An API version from the future is refused. */
+	CHECK(fi_getinfo(FI_VERSION(1, 99), NULL, NULL, 0, h, &info) < 0);
+	CHECK(fi_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, h, &info) < 0);
+	fi_freeinfo(h);
+	printf("ok getinfo\n");
+}
+
+struct res {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	fi_addr_t self;
+};
+
+static void open_res(struct res *r, struct fid_cq **cqs, int ncq)
+{
+	struct fi_info *h = hints_base();
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &r->info), 0);
+	fi_freeinfo(h);
+	EQ(fi_fabric(r->info->fabric_attr, &r->fabric, NULL), 0);
+	EQ(r->fabric->fid.fclass, FI_CLASS_FABRIC);
+	EQ(fi_domain(r->fabric, r->info, &r->domain, NULL), 0);
+	EQ(r->domain->fid.fclass, FI_CLASS_DOMAIN);
+	struct fi_av_attr av_attr = { .type = r->info->domain_attr->av_type };
+	EQ(fi_av_open(r->domain, &av_attr, &r->av, NULL), 0);
+	EQ(fi_endpoint(r->domain, r->info, &r->ep, NULL), 0);
+	EQ(r->ep->fid.fclass, FI_CLASS_EP);
+	for (int i = 0; i < ncq; i++) {
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+		EQ(fi_cq_open(r->domain, &cq_attr, &cqs[i], NULL), 0);
+	}
+	EQ(fi_ep_bind(r->ep, &cqs[0]->fid, FI_TRANSMIT | FI_RECV), 0);
+	EQ(fi_ep_bind(r->ep, &r->av->fid, 0), 0);
+	EQ(fi_enable(r->ep), 0);
+	char name[256];
+	size_t len = sizeof(name);
+	EQ(fi_getname(&r->ep->fid, name, &len), 0);
+	CHECK(len > 0 && len < sizeof(name));
+	EQ(fi_av_insert(r->av, name, 1, &r->self, 0, NULL), 1);
+}
+
+static void close_res(struct res *r, struct fid_cq **cqs, int ncq)
+{
+	EQ(fi_close(&r->ep->fid), 0);
+	EQ(fi_close(&r->av->fid), 0);
+	for (int i = 0; i < ncq; i++)
+		EQ(fi_close(&cqs[i]->fid), 0);
+	EQ(fi_close(&r->domain->fid), 0);
+	EQ(fi_close(&r->fabric->fid), 0);
+	fi_freeinfo(r->info);
+}
+
+static void test_messages(void)
+{
+	struct res r;
+	struct fid_cq *cq;
+	open_res(&r, &cq, 1);
+	char out[64], in[64];
+	struct fi_cq_tagged_entry e;
+	struct fi_context ctx_r, ctx_s;
+
+	/* A message to self, with its completion fields. */
+	for (int i = 0; i < 64; i++)
+		out[i] = (char)(i * 7 + 1);
+	memset(in, 0, sizeof(in));
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx_r), 0);
+	EQ(fi_send(r.ep, out, 40, NULL, r.self, &ctx_s), 0);
+	int got_send = 0, got_recv = 0;
+	for (int k = 0; k < 2; k++) {
+		EQ(read_one(cq, &e), 1);
+		if (e.op_context == &ctx_s) {
+			CHECK(e.flags & FI_SEND);
+			got_send++;
+		} else {
+			CHECK(e.op_context == &ctx_r);
+			CHECK((e.flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG));
+			EQ(e.len, 40);
+			got_recv++;
+		}
+	}
+	EQ(got_send, 1);
+	EQ(got_recv, 1);
+	CHECK(memcmp(in, out, 40) == 0);
+
+	/* Tagged: the receive takes the matching tag only; inject has no completion. */
+	EQ(fi_trecv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, 0x1234, 0, &ctx_r), 0);
+	EQ(fi_tinject(r.ep, out, 8, r.self, 0x1234), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_r);
+	CHECK(e.flags & FI_TAGGED);
+	EQ(e.tag, 0x1234);
+	EQ(e.len, 8);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+
+	/* Remote CQ data. */
+	EQ(fi_trecv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, 5, 0, &ctx_r), 0);
+	EQ(fi_tinjectdata(r.ep, out, 4, 0xfeedULL, r.self, 5), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.flags & FI_REMOTE_CQ_DATA);
+	EQ(e.data, 0xfeed);
+
+	/* Truncation: an error entry with the overflow length. */
+	EQ(fi_recv(r.ep, in, 8, NULL, FI_ADDR_UNSPEC, &ctx_r), 0);
+	EQ(fi_inject(r.ep, out, 24, r.self), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	struct fi_cq_err_entry err;
+	memset(&err, 0, sizeof(err));
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	EQ(err.err, FI_ETRUNC);
+	CHECK(err.op_context == &ctx_r);
+	EQ(err.olen, 16);
+	EQ(err.err_data_size, 0);
+	CHECK(fi_cq_strerror(cq, err.prov_errno, err.err_data, NULL, 0) != NULL);
+	EQ(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+
+	/* Vectors. */
+	struct iovec iov[2] = { { in, 10 }, { in + 10, 30 } };
+	EQ(fi_recvv(r.ep, iov, NULL, 2, FI_ADDR_UNSPEC, &ctx_r), 0);
+	struct iovec siov[2] = { { out, 20 }, { out + 20, 20 } };
+	memset(in, 0, sizeof(in));
+	EQ(fi_sendv(r.ep, siov, NULL, 2, r.self, &ctx_s), 0);
+	for (int k = 0; k < 2; k++)
+		EQ(read_one(cq, &e), 1);
+	CHECK(memcmp(in, out, 40) == 0);
+
+	/* Cancel a receive: an FI_ECANCELED error entry. */
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx_r), 0);
+	EQ(fi_cancel(&r.ep->fid, &ctx_r), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	EQ(err.err, FI_ECANCELED);
+
+	/* AV lookup and straddr. */
+	char name[256], back[256], str[256];
+	size_t len = sizeof(name), blen = sizeof(back), slen = sizeof(str);
+	EQ(fi_getname(&r.ep->fid, name, &len), 0);
+	EQ(fi_av_lookup(r.av, r.self, back, &blen), 0);
+	EQ(blen, len);
+	CHECK(memcmp(name, back, len) == 0);
+	size_t small = 1;
+	EQ(fi_getname(&r.ep->fid, name, &small), -FI_ETOOSMALL);
+	EQ(small, len);
+	CHECK(fi_av_straddr(r.av, name, str, &slen) == str);
+	CHECK(slen > 1 && strlen(str) + 1 <= sizeof(str));
+
+	/* Memory registration: a key and a descriptor, closed once. */
+	static char region[4096];
+	struct fid_mr *mr;
+	EQ(fi_mr_reg(r.domain, region, sizeof(region), FI_SEND | FI_RECV, 0, 42, 0, &mr, NULL), 0);
+	EQ(fi_mr_key(mr), 42);
+	CHECK(fi_mr_desc(mr) != NULL);
+	EQ(fi_close(&mr->fid), 0);
+	EQ(fi_close(&mr->fid), -FI_EINVAL);
+
+	/* RMA to self through a registered region: write, read back, a bad key. */
+	static uint64_t target[8];
+	struct fid_mr *tmr;
+	EQ(fi_mr_reg(r.domain, target, sizeof(target), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7, 0,
+		     &tmr, NULL),
+	   0);
+	uint64_t w[2] = { 0x1111222233334444ULL, 0x5555666677778888ULL }, rd[2] = { 0, 0 };
+	EQ(fi_write(r.ep, w, sizeof(w), NULL, r.self, 16, 7, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_s);
+	CHECK((e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+	EQ(target[2], w[0]);
+	EQ(target[3], w[1]);
+	EQ(fi_read(r.ep, rd, sizeof(rd), NULL, r.self, 16, 7, &ctx_r), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_r);
+	CHECK(e.flags & FI_READ);
+	EQ(rd[1], w[1]);
+	EQ(fi_inject_write(r.ep, &w[0], 8, r.self, 0, 7), 0);
+	struct fi_rma_iov riov = { .addr = 8, .len = 8, .key = 7 };
+	struct iovec liov = { &w[1], 8 };
+	struct fi_msg_rma wm = { .msg_iov = &liov, .iov_count = 1, .addr = r.self,
+				 .rma_iov = &riov, .rma_iov_count = 1, .context = &ctx_s };
+	EQ(fi_writemsg(r.ep, &wm, FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[0], w[0]);
+	EQ(target[1], w[1]);
+	/* A wrong key or a range past the region: an error entry, memory untouched. */
+	EQ(fi_write(r.ep, w, 8, NULL, r.self, 0, 99, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.op_context == &ctx_s);
+	CHECK(err.err != 0);
+	EQ(fi_write(r.ep, w, 16, NULL, r.self, 56, 7, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.err != 0);
+	EQ(target[7], 0);
+	/* Atomics on the same region: sum, fetch-and-add, compare-and-swap, read. */
+	memset(target, 0, sizeof(target));
+	uint64_t one = 5, old = 0, cmp = 12, swp = 99;
+	EQ(fi_atomic(r.ep, &one, 1, NULL, r.self, 8, 7, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK((e.flags & (FI_ATOMIC | FI_WRITE)) == (FI_ATOMIC | FI_WRITE));
+	EQ(target[1], 5);
+	EQ(fi_inject_atomic(r.ep, &one, 1, r.self, 8, 7, FI_UINT64, FI_SUM), 0);
+	uint64_t sixteen[2] = { 1, 2 };
+	struct fi_ioc ioc = { sixteen, 2 };
+	EQ(fi_atomicv(r.ep, &ioc, NULL, 1, r.self, 16, 7, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[2], 1);
+	EQ(target[3], 2);
+	EQ(fi_fetch_atomic(r.ep, &one, 1, NULL, &old, NULL, r.self, 8, 7, FI_UINT64, FI_SUM, &ctx_r), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.flags & FI_READ);
+	EQ(old, 10);
+	EQ(target[1], 15);
+	EQ(fi_compare_atomic(r.ep, &swp, 1, NULL, &cmp, NULL, &old, NULL, r.self, 8, 7, FI_UINT64,
+			     FI_CSWAP, &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 15);
+	EQ(target[1], 15);
+	cmp = 15;
+	EQ(fi_compare_atomic(r.ep, &swp, 1, NULL, &cmp, NULL, &old, NULL, r.self, 8, 7, FI_UINT64,
+			     FI_CSWAP, &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(target[1], 99);
+	EQ(fi_fetch_atomic(r.ep, NULL, 1, NULL, &old, NULL, r.self, 8, 7, FI_UINT64, FI_ATOMIC_READ,
+			   &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 99);
+	/* The message forms, one operand and one remote ioc. */
+	struct fi_ioc op_ioc = { &one, 1 }, res_ioc = { &old, 1 };
+	struct fi_rma_ioc rioc = { .addr = 8, .count = 1, .key = 7 };
+	struct fi_msg_atomic am = { .msg_iov = &op_ioc, .iov_count = 1, .addr = r.self,
+				    .rma_iov = &rioc, .rma_iov_count = 1, .datatype = FI_UINT64,
+				    .op = FI_SUM, .context = &ctx_r };
+	EQ(fi_fetch_atomicmsg(r.ep, &am, &res_ioc, NULL, 1, FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), 1);
+	EQ(old, 99);
+	EQ(target[1], 104);
+	/* Limits: the most elements per call, and the domain's query. */
+	size_t cnt = 0;
+	EQ(fi_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt), 0);
+	CHECK(cnt >= 1);
+	EQ(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_CSWAP, &cnt), 0);
+	CHECK(cnt >= 1);
+	struct fi_atomic_attr aattr;
+	EQ(fi_query_atomic(r.domain, FI_DOUBLE, FI_SUM, &aattr, 0), 0);
+	EQ(aattr.size, 8);
+	CHECK(aattr.count >= 1);
+	EQ(fi_query_atomic(r.domain, FI_UINT64, FI_CSWAP, &aattr, FI_COMPARE_ATOMIC), 0);
+	CHECK(fi_query_atomic(r.domain, FI_DOUBLE, FI_BOR, &aattr, 0) < 0);
+	EQ(fi_query_atomic(r.domain, FI_UINT64, FI_SUM, &aattr, 1ULL << 40), -FI_EBADFLAGS);
+	/* A bad key: an error entry, memory untouched. */
+	EQ(fi_atomic(r.ep, &one, 1, NULL, r.self, 8, 98, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	CHECK(err.err != 0);
+	EQ(target[1], 104);
+	EQ(fi_close(&tmr->fid), 0);
+
+	/* Endpoint options: the multi-receive threshold round-trips, unknown ones are
+	 * refused. */
+	size_t minmr = 4096, got = 0, glen = sizeof(got);
+	EQ(fi_setopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &minmr, sizeof(minmr)), 0);
+	EQ(fi_getopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen), 0);
+	EQ(got, 4096);
+	EQ(glen, sizeof(size_t));
+	glen = 1;
+	EQ(fi_getopt(&r.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen), -FI_ETOOSMALL);
+	EQ(fi_setopt(&r.ep->fid, FI_OPT_ENDPOINT, 1000, &minmr, sizeof(minmr)), -FI_ENOPROTOOPT);
+	EQ(fi_setopt(&r.ep->fid, 7, FI_OPT_MIN_MULTI_RECV, &minmr, sizeof(minmr)), -FI_ENOPROTOOPT);
+
+	/* AV remove: the address is gone afterwards. */
+	EQ(fi_av_remove(r.av, &r.self, 1, 0), 0);
+	blen = sizeof(back);
+	CHECK(fi_av_lookup(r.av, r.self, back, &blen) < 0);
+
+	close_res(&r, &cq, 1);
+	printf("ok messages (stack %d)\n", variant);
+}
+
+/* Each CQ format gets its own entry size and fields. */
+static void test_formats(void)
+{
+	enum fi_cq_format fmts[] = { FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA,
+				     FI_CQ_FORMAT_TAGGED };
+	for (unsigned f = 0; f < 4; f++) {
+		struct res r;
+		struct fid_cq *cq;
+		struct fi_info *h = hints_base();
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h, &r.info), 0);
+		fi_freeinfo(h);
+		EQ(fi_fabric(r.info->fabric_attr, &r.fabric, NULL), 0);
+		EQ(fi_domain(r.fabric, r.info, &r.domain, NULL), 0);
+		struct fi_av_attr av_attr = { .type = r.info->domain_attr->av_type };
+		EQ(fi_av_open(r.domain, &av_attr, &r.av, NULL), 0);
+		struct fi_cq_attr cq_attr = { .format = fmts[f], .wait_obj = FI_WAIT_NONE };
+		EQ(fi_cq_open(r.domain, &cq_attr, &cq, NULL), 0);
+		EQ(fi_endpoint(r.domain, r.info, &r.ep, NULL), 0);
+		EQ(fi_ep_bind(r.ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		EQ(fi_ep_bind(r.ep, &r.av->fid, 0), 0);
+		EQ(fi_enable(r.ep), 0);
+		char name[256];
+		size_t len = sizeof(name);
+		EQ(fi_getname(&r.ep->fid, name, &len), 0);
+		EQ(fi_av_insert(r.av, name, 1, &r.self, 0, NULL), 1);
+
+		/* Two entries read at once, a guard after them untouched. */
+		char in[2][32], out[32] = "format check";
+		struct fi_context ctx[2];
+		for (int i = 0; i < 2; i++)
+			EQ(fi_trecv(r.ep, in[i], sizeof(in[i]), NULL, FI_ADDR_UNSPEC, 9, 0, &ctx[i]), 0);
+		EQ(fi_tinjectdata(r.ep, out, 13, 77, r.self, 9), 0);
+		EQ(fi_tinjectdata(r.ep, out, 5, 78, r.self, 9), 0);
+		unsigned char buf[4 * sizeof(struct fi_cq_tagged_entry)];
+		memset(buf, 0xa5, sizeof(buf));
+		double end = now() + 5;
+		ssize_t n = 0;
+		size_t esz[] = { sizeof(struct fi_cq_entry), sizeof(struct fi_cq_msg_entry),
+				 sizeof(struct fi_cq_data_entry), sizeof(struct fi_cq_tagged_entry) };
+		while (n < 2 && now() < end) {
+			ssize_t k = fi_cq_read(cq, buf + n * esz[f], 2 - n);
+			if (k > 0)
+				n += k;
+			else if (k != -FI_EAGAIN)
+				EQ(k, -FI_EAGAIN);
+		}
+		EQ(n, 2);
+		EQ(buf[2 * esz[f]], 0xa5);
+		for (int i = 0; i < 2; i++) {
+			void *p = buf + i * esz[f];
+			CHECK(((struct fi_cq_entry *)p)->op_context == &ctx[i]);
+			if (fmts[f] >= FI_CQ_FORMAT_MSG) {
+				struct fi_cq_msg_entry *m = p;
+				EQ(m->len, i == 0 ? 13 : 5);
+				CHECK(m->flags & FI_RECV);
+			}
+			if (fmts[f] >= FI_CQ_FORMAT_DATA) {
+				struct fi_cq_data_entry *d = p;
+				EQ(d->data, 77 + i);
+				CHECK(d->buf == in[i]);
+			}
+			if (fmts[f] == FI_CQ_FORMAT_TAGGED)
+				EQ(((struct fi_cq_tagged_entry *)p)->tag, 9);
+		}
+		CHECK(memcmp(in[0], out, 13) == 0);
+		/* readfrom gives the source address with FI_SOURCE, else FI_ADDR_NOTAVAIL. */
+		fi_addr_t src = 0;
+		EQ(fi_trecv(r.ep, in[0], sizeof(in[0]), NULL, FI_ADDR_UNSPEC, 9, 0, &ctx[0]), 0);
+		EQ(fi_tinject(r.ep, out, 3, r.self, 9), 0);
+		end = now() + 5;
+		ssize_t k;
+		do {
+			k = fi_cq_readfrom(cq, buf, 1, &src);
+		} while (k == -FI_EAGAIN && now() < end);
+		EQ(k, 1);
+		EQ(src, (r.info->caps & FI_SOURCE) ? r.self : FI_ADDR_NOTAVAIL);
+		close_res(&r, &cq, 1);
+		printf("ok format %d (stack %d)\n", fmts[f], variant);
+	}
+}
+
+static void test_misuse(void)
+{
+	struct res r;
+	struct fid_cq *cqs[2];
+	open_res(&r, cqs, 2);
+	char buf[16];
+
+	/* NULL pointers. */
+	EQ(fi_cq_read(cqs[0], NULL, 1), -FI_EINVAL);
+	EQ(fi_cq_readerr(cqs[0], NULL, 0), -FI_EINVAL);
+	EQ(fi_send(r.ep, NULL, 8, NULL, r.self, NULL), -FI_EINVAL);
+	EQ(fi_recv(r.ep, NULL, 8, NULL, FI_ADDR_UNSPEC, NULL), -FI_EINVAL);
+	EQ(fi_sendmsg(r.ep, NULL, 0), -FI_EINVAL);
+	EQ(fi_getname(&r.ep->fid, buf, NULL), -FI_EINVAL);
+	EQ(fi_av_insert(r.av, NULL, 1, NULL, 0, NULL), -FI_EINVAL);
+	EQ(fi_ep_bind(r.ep, NULL, 0), -FI_EINVAL);
+	EQ(fi_cq_open(r.domain, NULL, &cqs[1], NULL), -FI_EINVAL);
+	EQ(fi_endpoint(r.domain, r.info, NULL, NULL), -FI_EINVAL);
+
+	/* Wrong classes and foreign objects as bind targets. */
+	EQ(fi_ep_bind(r.ep, &r.domain->fid, 0), -FI_EINVAL);
+	EQ(fi_ep_bind(r.ep, &r.fabric->fid, 0), -FI_EINVAL);
+	struct fid fake = { .fclass = FI_CLASS_CQ, .context = NULL, .ops = NULL };
+	EQ(fi_ep_bind(r.ep, &fake, FI_TRANSMIT), -FI_EINVAL);
+
+	/* Unknown flags. */
+	EQ(fi_ep_bind(r.ep, &cqs[1]->fid, 1ULL << 62), -FI_EBADFLAGS);
+	EQ(fi_ep_bind(r.ep, &r.av->fid, FI_TRANSMIT), -FI_EBADFLAGS);
+	fi_addr_t a;
+	EQ(fi_av_insert(r.av, buf, 0, &a, 1ULL << 62, NULL), -FI_EBADFLAGS);
+	EQ(fi_av_remove(r.av, &a, 1, 1ULL << 62), -FI_EBADFLAGS);
+
+	/* What we do not offer. */
+	EQ(fi_barrier(r.ep, 0, NULL), -FI_ENOSYS);
+	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, FI_UINT64, (enum fi_op)99, NULL), -FI_EINVAL);
+	EQ(fi_atomic(r.ep, buf, 1, NULL, r.self, 0, 0, (enum fi_datatype)99, FI_SUM, NULL), -FI_EINVAL);
+	size_t cnt;
+	EQ(fi_atomicvalid(r.ep, FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+	CHECK(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt) < 0);
+	struct fi_msg_rma two = { .iov_count = 0, .rma_iov_count = 2 };
+	EQ(fi_writemsg(r.ep, &two, 0), -FI_EINVAL);
+	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
+	EQ(fi_connect(r.ep, buf, NULL, 0), -FI_ENOSYS);
+	struct fi_av_attr map_attr = { .type = FI_AV_MAP };
+	struct fid_av *av2;
+	EQ(fi_av_open(r.domain, &map_attr, &av2, NULL), -FI_EINVAL);
+
+	/* Objects in use cannot close: -FI_EBUSY, and they stay usable. */
+	EQ(fi_close(&r.domain->fid), -FI_EBUSY);
+	EQ(fi_close(&r.fabric->fid), -FI_EBUSY);
+	EQ(fi_close(&cqs[0]->fid), -FI_EBUSY);
+	EQ(fi_close(&r.av->fid), -FI_EBUSY);
+	struct fi_cq_tagged_entry te;
+	EQ(fi_cq_read(cqs[0], &te, 1), -FI_EAGAIN);
+
+	/* Double close. */
+	EQ(fi_close(&cqs[1]->fid), 0);
+	EQ(fi_close(&cqs[1]->fid), -FI_EINVAL);
+	/* A closed CQ is no bind target. */
+	EQ(fi_ep_bind(r.ep, &cqs[1]->fid, FI_TRANSMIT), -FI_EINVAL);
+
+	EQ(fi_close(&r.ep->fid), 0);
+	EQ(fi_close(&r.ep->fid), -FI_EINVAL);
+	/* A closed object's calls fail instead of touching freed state. */
+	EQ(fi_send(r.ep, buf, 8, NULL, r.self, NULL), -FI_EINVAL);
+	EQ(fi_tinject(r.ep, buf, 8, r.self, 1), -FI_EINVAL);
+	EQ(fi_cq_read(cqs[1], &te, 1), -FI_EINVAL);
+	EQ(fi_enable(r.ep), -FI_EINVAL);
+	EQ(fi_close(&r.av->fid), 0);
+	EQ(fi_close(&cqs[0]->fid), 0);
+	EQ(fi_close(&r.domain->fid), 0);
+	EQ(fi_close(&r.domain->fid), -FI_EINVAL);
+	EQ(fi_close(&r.fabric->fid), 0);
+	EQ(fi_close(&r.fabric->fid), -FI_EINVAL);
+	fi_freeinfo(r.info);
+	printf("ok misuse\n");
+}
+
+/* Counters: completions counted per direction, add/set, errors, a bounded wait; a
+ * blocking CQ read (sread) with a wait object. */
+static void test_counters_and_waits(void)
+{
+	struct fi_info *h = hints_base();
+	struct res r;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &r.info), 0);
+	fi_freeinfo(h);
+	EQ(fi_fabric(r.info->fabric_attr, &r.fabric, NULL), 0);
+	EQ(fi_domain(r.fabric, r.info, &r.domain, NULL), 0);
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	EQ(fi_av_open(r.domain, &av_attr, &r.av, NULL), 0);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cq *cq;
+	EQ(fi_cq_open(r.domain, &cq_attr, &cq, NULL), 0);
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cntr *tx, *rx;
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &tx, NULL), 0);
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &rx, NULL), 0);
+	EQ(tx->fid.fclass, FI_CLASS_CNTR);
+	EQ(fi_endpoint(r.domain, r.info, &r.ep, NULL), 0);
+	EQ(fi_ep_bind(r.ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &tx->fid, FI_SEND), 0);
+	EQ(fi_ep_bind(r.ep, &rx->fid, FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &r.av->fid, 0), 0);
+	EQ(fi_enable(r.ep), 0);
+	char name[256];
+	size_t len = sizeof(name);
+	EQ(fi_getname(&r.ep->fid, name, &len), 0);
+	EQ(fi_av_insert(r.av, name, 1, &r.self, 0, NULL), 1);
+
+	char in[16], out[16] = "counted";
+	struct fi_context ctx;
+	EQ(fi_cntr_read(rx), 0);
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx), 0);
+	EQ(fi_send(r.ep, out, 8, NULL, r.self, &ctx), 0);
+	EQ(fi_cntr_wait(rx, 1, 5000), 0);
+	EQ(fi_cntr_wait(tx, 1, 5000), 0);
+	EQ(fi_cntr_read(rx), 1);
+	EQ(fi_cntr_read(tx), 1);
+	/* Nothing more arrives: the wait times out. */
+	EQ(fi_cntr_wait(rx, 2, 20), -FI_ETIMEDOUT);
+	EQ(fi_cntr_add(rx, 5), 0);
+	EQ(fi_cntr_read(rx), 6);
+	EQ(fi_cntr_set(rx, 2), 0);
+	EQ(fi_cntr_read(rx), 2);
+	EQ(fi_cntr_adderr(rx, 3), 0);
+	EQ(fi_cntr_readerr(rx), 3);
+	EQ(fi_cntr_seterr(rx, 0), 0);
+	EQ(fi_cntr_readerr(rx), 0);
+
+	/* The two completions, read blocking. */
+	struct fi_cq_msg_entry e[2];
+	ssize_t n = 0;
+	double end = now() + 5;
+	while (n < 2 && now() < end) {
+		ssize_t k = fi_cq_sread(cq, &e[n], 2 - n, NULL, 1000);
+		if (k > 0)
+			n += k;
+		else if (k != -FI_EAGAIN)
+			EQ(k, -FI_EAGAIN);
+	}
+	EQ(n, 2);
+	/* Empty: sread returns -FI_EAGAIN at its timeout. */
+	double t0 = now();
+	EQ(fi_cq_sread(cq, e, 1, NULL, 50), -FI_EAGAIN);
+	CHECK(now() - t0 >= 0.04);
+	int fd = -1;
+	CHECK(fi_control(&cq->fid, FI_GETWAIT, &fd) == 0 ? fd >= 0 : 1);
+
+	EQ(fi_close(&rx->fid), -FI_EBUSY);
+	EQ(fi_close(&r.ep->fid), 0);
+	EQ(fi_close(&rx->fid), 0);
+	EQ(fi_close(&tx->fid), 0);
+	EQ(fi_close(&tx->fid), -FI_EINVAL);
+	EQ(fi_close(&r.av->fid), 0);
+	EQ(fi_close(&cq->fid), 0);
+	EQ(fi_close(&r.domain->fid), 0);
+	EQ(fi_close(&r.fabric->fid), 0);
+	fi_freeinfo(r.info);
+	printf("ok counters and waits\n");
+}
+
+/* An EQ on the fabric: user events written and read back, an empty queue. */
+static void test_eq(void)
+{
+	struct fi_info *h = hints_base(), *info;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), 0);
+	fi_freeinfo(h);
+	struct fid_fabric *fabric;
+	EQ(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
+	struct fi_eq_attr attr = { .size = 8, .flags = FI_WRITE, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_eq *eq;
+	EQ(fi_eq_open(fabric, &attr, &eq, NULL), 0);
+	uint32_t event;
+	struct fi_eq_entry e = { .fid = &fabric->fid, .context = &event, .data = 99 }, back;
+	EQ(fi_eq_read(eq, &event, &back, sizeof(back), 0), -FI_EAGAIN);
+	EQ(fi_eq_write(eq, FI_NOTIFY, &e, sizeof(e), 0), sizeof(e));
+	EQ(fi_eq_read(eq, &event, &back, 4, 0), -FI_ETOOSMALL);
+	EQ(fi_eq_sread(eq, &event, &back, sizeof(back), 1000, 0), sizeof(back));
+	EQ(event, FI_NOTIFY);
+	CHECK(back.fid == &fabric->fid && back.context == &event);
+	EQ(back.data, 99);
+	EQ(fi_eq_sread(eq, &event, &back, sizeof(back), 10, 0), -FI_EAGAIN);
+	EQ(fi_close(&fabric->fid), -FI_EBUSY);
+	EQ(fi_close(&eq->fid), 0);
+	EQ(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+	printf("ok eq\n");
+}
+
+int main(void)
+{
+	test_getinfo();
+	for (variant = 0; variant < 2; variant++) {
+		test_messages();
+		test_formats();
+	}
+	variant = 0;
+	test_misuse();
+	test_counters_and_waits();
+	test_eq();
+	printf("all %d checks passed\n", checks);
+	return 0;
+}
