@@ -32,7 +32,7 @@
 //! a stream of 1 MiB puts, as medians over `--bench-rounds` rounds (`BENCH` lines).
 //!
 //! ```text
-//! mpirun -n 8 --host node1:4,node2:4 -x FABRIC_TCP_IFACE=eth0 target/release/examples/shmem -p tcp
+//! mpirun -n 8 --host node1:4,node2:4 -x FABRIC_TCP_IFACE=eth0 target/release/examples/shmem -p hybrid
 //! srun -N 2 -n 8 --mpi=pmix --export=ALL,FABRIC_TCP_IFACE=eth0 target/release/examples/shmem -p tcp --bench
 //! ```
 //!

@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 mod cluster;
 use cluster::{Cluster, Launch};
 
-/// The provider (`-p`) every launched job here runs on: `tcp` crosses the nodes (each
-/// node is its own network namespace). The composed shm-within-a-node provider takes
-/// its place here, this line only, once it is in the examples' `-p` choice (and has its
-/// arm in `examples/shmem.rs`'s `main`).
-const PROVIDER: &str = "tcp";
+/// The provider (`-p`) every launched job here runs on: `hybrid` (shm to the ranks of
+/// the same node, tcp to the others; each node is its own network namespace). `tcp`
+/// (everything over the network) is the other one that crosses nodes; this line is
+/// all that changes to run the jobs on it.
+const PROVIDER: &str = "hybrid";
 /// What the ranks need in their environment for [`PROVIDER`]: the nodes' interface
-/// (tcp endpoints listen on localhost otherwise).
+/// for tcp (whose endpoints listen on localhost otherwise).
 const RANK_ENV: &str = "FABRIC_TCP_IFACE=eth0";
 /// Prefix of the example's per-rank summary lines.
 const MARK: &str = "SHMEM ";
