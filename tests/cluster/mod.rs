@@ -233,6 +233,9 @@ impl Cluster {
         let agent = scripts().join("rsh");
         let mut c = command("mpirun");
         c.args(["--allow-run-as-root", "--oversubscribe"])
+            // The nodes share this machine's cores: each node's daemon binding its ranks
+            // from core 0 up would put ranks of different nodes on the same core.
+            .args(["--bind-to", "none"])
             // rsh even inside a Slurm allocation, straight from mpirun to every node.
             .args(["--mca", "plm", "rsh", "--mca", "plm_rsh_agent"])
             .arg(agent)
