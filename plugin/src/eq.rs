@@ -17,45 +17,49 @@ use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
 
 use crate::fid::{neg, Obj};
 use crate::objects::{no_bind, no_control, no_ops_open, Holds, Refs};
-use crate::{sys, Exposed, Plugin};
+use crate::{sys, Exposed};
 
 /// The stack fabric-level EQs run on.
-pub type EqStack = Stack<<Plugin as Exposed>::P, ThreadSafe, Manual, CqTagged, Table>;
+pub type EqStack<E> = Stack<E, ThreadSafe, Manual, CqTagged, Table>;
 
 /// An event queue.
-pub struct EqState {
-    eq: EventQueue<EqStack>,
+pub struct EqState<E: Exposed> {
+    eq: EventQueue<EqStack<E>>,
     holds: Holds,
 }
 
-type EqObj = Obj<sys::fid_eq, EqState>;
+type EqObj<E> = Obj<sys::fid_eq, EqState<E>>;
 
-static EQ_FI_OPS: sys::fi_ops = sys::fi_ops {
-    size: core::mem::size_of::<sys::fi_ops>(),
-    close: Some(eq_close),
-    bind: Some(no_bind),
-    control: Some(no_control),
-    ops_open: Some(no_ops_open),
-    tostr: None,
-    ops_set: None,
-};
+const fn eq_fi_ops<E: Exposed>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(eq_close::<E>),
+        bind: Some(no_bind),
+        control: Some(no_control),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
 
-static EQ_OPS: sys::fi_ops_eq = sys::fi_ops_eq {
-    size: core::mem::size_of::<sys::fi_ops_eq>(),
-    read: Some(eq_read),
-    readerr: Some(eq_readerr),
-    write: Some(eq_write),
-    sread: Some(eq_sread),
-    strerror: Some(eq_strerror),
-};
+const fn eq_ops<E: Exposed>() -> sys::fi_ops_eq {
+    sys::fi_ops_eq {
+        size: core::mem::size_of::<sys::fi_ops_eq>(),
+        read: Some(eq_read::<E>),
+        readerr: Some(eq_readerr::<E>),
+        write: Some(eq_write::<E>),
+        sread: Some(eq_sread::<E>),
+        strerror: Some(eq_strerror),
+    }
+}
 
 /// Opens an EQ for `fi_eq_open` on `fabric`.
 ///
 /// # Safety
 /// `attr` is NULL or valid; `out` is NULL or writable; `parent` is the fabric's count
 /// of dependents, open until this EQ closes.
-pub unsafe fn open(
-    fabric: &Fabric<EqStack>,
+pub unsafe fn open<E: Exposed>(
+    fabric: &Fabric<EqStack<E>>,
     parent: &Refs,
     attr: *mut sys::fi_eq_attr,
     out: *mut *mut sys::fid_eq,
@@ -88,9 +92,9 @@ pub unsafe fn open(
         fid: sys::fid {
             fclass: sys::FI_CLASS_EQ as usize,
             context,
-            ops: &EQ_FI_OPS as *const _ as *mut _,
+            ops: const { &eq_fi_ops::<E>() } as *const _ as *mut _,
         },
-        ops: &EQ_OPS as *const _ as *mut _,
+        ops: const { &eq_ops::<E>() } as *const _ as *mut _,
     };
     let st = EqState {
         eq,
@@ -98,13 +102,13 @@ pub unsafe fn open(
     };
     st.holds.add(parent);
     // SAFETY: `out` is non-NULL and writable by the caller's contract.
-    unsafe { *out = EqObj::create(hdr, st, sys::FI_CLASS_EQ).cast() };
+    unsafe { *out = EqObj::<E>::create(hdr, st, sys::FI_CLASS_EQ).cast() };
     0
 }
 
-unsafe extern "C" fn eq_close(f: *mut sys::fid) -> c_int {
+unsafe extern "C" fn eq_close<E: Exposed>(f: *mut sys::fid) -> c_int {
     // SAFETY: called through the EQ's ops table.
-    unsafe { EqObj::close(f, |_| false, |s| s.holds.release()) }
+    unsafe { EqObj::<E>::close(f, |_| false, |s| s.holds.release()) }
 }
 
 const ENTRY: usize = core::mem::size_of::<sys::fi_eq_entry>();
@@ -149,7 +153,7 @@ fn read_flags(flags: u64) -> Result<bool, isize> {
     }
 }
 
-unsafe extern "C" fn eq_read(
+unsafe extern "C" fn eq_read<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: *mut u32,
     buf: *mut c_void,
@@ -157,7 +161,7 @@ unsafe extern "C" fn eq_read(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
@@ -171,7 +175,7 @@ unsafe extern "C" fn eq_read(
     }
 }
 
-unsafe extern "C" fn eq_sread(
+unsafe extern "C" fn eq_sread<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: *mut u32,
     buf: *mut c_void,
@@ -180,7 +184,7 @@ unsafe extern "C" fn eq_sread(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
@@ -195,13 +199,13 @@ unsafe extern "C" fn eq_sread(
     }
 }
 
-unsafe extern "C" fn eq_readerr(
+unsafe extern "C" fn eq_readerr<E: Exposed>(
     eq: *mut sys::fid_eq,
     buf: *mut sys::fi_eq_err_entry,
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags) {
@@ -228,7 +232,7 @@ unsafe extern "C" fn eq_readerr(
     }
 }
 
-unsafe extern "C" fn eq_write(
+unsafe extern "C" fn eq_write<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: u32,
     buf: *const c_void,
@@ -236,7 +240,7 @@ unsafe extern "C" fn eq_write(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     if flags != 0 {

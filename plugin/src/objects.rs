@@ -20,12 +20,12 @@ use fabric::{
 
 use crate::fid::{neg, ret, sret, Obj};
 use crate::sys;
-use crate::Plugin;
+use crate::Exposed;
 
 /// The stacks the plugin runs on: every one stores tagged completions, which each C
 /// CQ format is built from.
-pub trait St: Config<Cq = fabric::CqTagged> {}
-impl<S: Config<Cq = fabric::CqTagged>> St for S {}
+pub trait St: Config<Cq = fabric::CqTagged, Provider: Exposed> {}
+impl<S: Config<Cq = fabric::CqTagged, Provider: Exposed>> St for S {}
 
 /// Counts of objects depending on another one, which cannot close while any is open.
 #[derive(Default)]
@@ -967,22 +967,34 @@ unsafe extern "C" fn av_insert<S: St>(
     if flags & !(sys::FI_MORE as u64 | sys::FI_SYNC_ERR) != 0 {
         return neg(Error::BadFlags);
     }
-    let len = <Plugin as crate::Exposed>::ADDR_LEN;
-    let Some(total) = count.checked_mul(len) else {
-        return neg(Error::Inval);
-    };
-    // SAFETY: `addr` holds `count` addresses of our length by fi_av_insert's contract.
-    let Some(all) = (unsafe { bytes(addr, total) }) else {
-        return neg(Error::Inval);
-    };
+    let mut at = addr.cast::<u8>();
     let mut done = 0;
-    for (i, name) in all.chunks_exact(len).enumerate() {
+    for i in 0..count {
+        // SAFETY: `addr` holds `count` of our addresses by fi_av_insert's contract, and
+        // each is at least as long as its head.
+        let Some(head) = (unsafe { bytes(at.cast(), <S::Provider as Exposed>::ADDR_HEAD) }) else {
+            return neg(Error::Inval);
+        };
+        let Some(len) = <S::Provider as Exposed>::addr_len(head) else {
+            // Without a length the next addresses cannot be found.
+            return if done == 0 {
+                neg(Error::Inval)
+            } else {
+                done as c_int
+            };
+        };
+        // SAFETY: as above; the head says how long this address is.
+        let Some(name) = (unsafe { bytes(at.cast(), len) }) else {
+            return neg(Error::Inval);
+        };
         let r = a.av.insert(name);
         if !fi_addr.is_null() {
             // SAFETY: `fi_addr` has `count` slots by fi_av_insert's contract.
             unsafe { *fi_addr.add(i) = r.map_or(u64::MAX, |f| f.0) };
         }
         done += usize::from(r.is_ok());
+        // SAFETY: still within the caller's array, or one past its end.
+        at = unsafe { at.add(len) };
     }
     done as c_int
 }
@@ -1089,11 +1101,11 @@ unsafe extern "C" fn av_straddr<S: St>(
         return ptr::null();
     };
     // SAFETY: `addr` is one of our addresses by fi_av_straddr's contract.
-    let (Some(name), false, false) = (
-        unsafe { bytes(addr, <Plugin as crate::Exposed>::ADDR_LEN) },
-        buf.is_null(),
-        len.is_null(),
-    ) else {
+    let name = unsafe { bytes(addr, <S::Provider as Exposed>::ADDR_HEAD) }
+        .and_then(<S::Provider as Exposed>::addr_len)
+        // SAFETY: as above; the head says how long the address is.
+        .and_then(|len| unsafe { bytes(addr, len) });
+    let (Some(name), false, false) = (name, buf.is_null(), len.is_null()) else {
         return ptr::null();
     };
     let mut s = a.av.straddr(name).into_bytes();
@@ -1280,7 +1292,7 @@ unsafe extern "C" fn ep_open<S: St>(
         dom.info.clone()
     } else {
         // SAFETY: a valid fi_info by fi_endpoint's contract.
-        match unsafe { crate::info_from_app(info) } {
+        match unsafe { crate::info_from_app::<S::Provider>(info) } {
             Ok(i) => i,
             Err(e) => return neg(e),
         }

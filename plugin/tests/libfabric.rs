@@ -1,7 +1,7 @@
 //! The plugin under real libfabric programs: a C test of the API and its misuse
 //! (`tests/plugin_c/api.c`, compiled with `cc` against `-lfabric`), `fi_info` and
-//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` through
-//! `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
+//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` and
+//! `libfab_tcp-fi.so` (the same library under two names) through `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,10 @@ fn provider_dir() -> PathBuf {
         .expect("libfabric_ofi.so built next to the test binary");
         let dir = std::env::temp_dir().join(format!("fabric-ofi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::copy(&so, dir.join("libfab_shm-fi.so")).expect("copy plugin");
+        // One library serves both providers, by the name it is installed under.
+        for name in ["fab_shm", "fab_tcp"] {
+            std::fs::copy(&so, dir.join(format!("lib{name}-fi.so"))).expect("copy plugin");
+        }
         dir
     })
     .clone()
@@ -191,10 +194,16 @@ fn pingpong(args: &[&str]) -> (String, String) {
     pingpong_ep("rdm", args)
 }
 
-/// `fi_pingpong` server and client on endpoint type `ep`; returns both outputs.
+/// `fi_pingpong` server and client over fab_shm on endpoint type `ep`.
 fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
+    pingpong_on("fab_shm", ep, args)
+}
+
+/// `fi_pingpong` server and client over provider `prov` on endpoint type `ep`;
+/// returns both outputs.
+fn pingpong_on(prov: &str, ep: &str, args: &[&str]) -> (String, String) {
     let port = free_port().to_string();
-    let server = with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+    let server = with_plugin(Command::new("fi_pingpong").args(["-p", prov, "-e", ep]))
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -207,7 +216,7 @@ fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = run(
-        with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+        with_plugin(Command::new("fi_pingpong").args(["-p", prov, "-e", ep]))
             .args(args)
             .args(["-P", &port, "127.0.0.1"]),
         Duration::from_secs(300),
@@ -270,6 +279,55 @@ fn fi_pingpong_tagged_small() {
 #[test]
 fn fi_pingpong_dgram() {
     let (s, c) = pingpong_ep("dgram", &["-I", "200", "-S", "64", "-c"]);
+    for out in [&s, &c] {
+        assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}
+
+#[test]
+fn fi_info_lists_fab_tcp() {
+    let out = run(
+        with_plugin(Command::new("fi_info").args(["-p", "fab_tcp", "-v", "-t", "FI_EP_RDM"])),
+        Duration::from_secs(60),
+        "fi_info -v -p fab_tcp",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "fi_info failed:\n{t}");
+    for want in [
+        "prov_name: fab_tcp",
+        "type: FI_EP_RDM",
+        "FI_TAGGED",
+        "FI_LOCAL_COMM",
+        "FI_REMOTE_COMM",
+        "FI_DIRECTED_RECV",
+        "addr_format: FI_SOCKADDR_IN",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    for absent in ["FI_TRIGGER", "FI_RMA_EVENT", "FI_EP_MSG"] {
+        assert!(!t.contains(absent), "{absent} claimed:\n{t}");
+    }
+}
+
+#[test]
+fn fi_pingpong_tcp_all_sizes_with_data_checks() {
+    let (s, c) = pingpong_on("fab_tcp", "rdm", &["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().any(|&(size, _)| size == 1), "{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
+    }
+}
+
+#[test]
+fn fi_pingpong_tcp_tagged_small() {
+    let (s, c) = pingpong_on(
+        "fab_tcp",
+        "rdm",
+        &["-I", "200", "-S", "64", "-m", "tagged", "-c"],
+    );
     for out in [&s, &c] {
         assert_eq!(rows(out), vec![(64, 200)], "{out}");
     }
