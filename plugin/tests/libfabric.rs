@@ -77,11 +77,17 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over the plugin;
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over fab_shm;
 /// returns its output after asserting it succeeded.
 fn run_c(name: &str) -> String {
+    run_c_on(name, "fab_shm")
+}
+
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over provider
+/// `prov` (`FAB_PROV`); returns its output after asserting it succeeded.
+fn run_c_on(name: &str, prov: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/plugin_c/{name}.c"));
-    let bin = provider_dir().join(name);
+    let bin = provider_dir().join(format!("{name}-{prov}"));
     let cc = run(
         Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
@@ -93,7 +99,7 @@ fn run_c(name: &str) -> String {
     );
     assert!(cc.status.success(), "cc failed:\n{}", text(&cc));
     let out = run(
-        with_plugin(&mut Command::new(&bin)),
+        with_plugin(Command::new(&bin).env("FAB_PROV", prov)),
         Duration::from_secs(120),
         name,
     );
@@ -124,6 +130,33 @@ fn c_api_suite() {
 #[test]
 fn c_two_processes_rma_atomics_messages() {
     let t = run_c("xproc");
+    assert!(t.contains("ok two processes"), "{t}");
+}
+
+/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, EQ) on
+/// fab_tcp.
+#[test]
+fn c_api_suite_tcp() {
+    let t = run_c_on("api", "fab_tcp");
+    for part in [
+        "provider fab_tcp",
+        "ok getinfo",
+        "ok messages (stack 0)",
+        "ok messages (stack 1)",
+        "ok format 1 (stack 0)",
+        "ok format 4 (stack 1)",
+        "ok misuse",
+        "ok counters and waits",
+        "ok eq",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
+#[test]
+fn c_two_processes_tcp() {
+    let t = run_c_on("xproc", "fab_tcp");
     assert!(t.contains("ok two processes"), "{t}");
 }
 
@@ -331,4 +364,70 @@ fn fi_pingpong_tcp_tagged_small() {
     for out in [&s, &c] {
         assert_eq!(rows(out), vec![(64, 200)], "{out}");
     }
+}
+
+/// `tests/mpi/p2p.c` built with mpicc, once per test process.
+fn mpi_p2p() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/p2p.c");
+        let bin = provider_dir().join("mpi_p2p");
+        let cc = run(
+            Command::new("mpicc")
+                .args(["-O1", "-Wall", "-Werror", "-o"])
+                .arg(&bin)
+                .arg(&src),
+            Duration::from_secs(120),
+            "mpicc",
+        );
+        assert!(cc.status.success(), "mpicc failed:\n{}", text(&cc));
+        bin
+    })
+    .clone()
+}
+
+/// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
+/// fab_tcp, unmodified; asserts it succeeded and that fab_tcp carried it.
+fn mpi_over_fab_tcp(n: u32) {
+    let out = run(
+        with_plugin(Command::new("mpirun").args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+            "--mca",
+            "pml",
+            "cm",
+            "--mca",
+            "mtl",
+            "ofi",
+            "--mca",
+            "mtl_ofi_provider_include",
+            "fab_tcp",
+            "--mca",
+            "mtl_base_verbose",
+            "100",
+            "-x",
+            "FI_PROVIDER_PATH",
+        ]))
+        .arg(mpi_p2p()),
+        Duration::from_secs(240),
+        "mpirun",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "mpirun failed:\n{t}");
+    assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
+    // Every rank's mtl ofi opened our provider.
+    let opened = t.matches("mtl:ofi:provider: fab_tcp").count();
+    assert_eq!(opened, n as usize, "{t}");
+}
+
+#[test]
+fn open_mpi_mtl_ofi_two_ranks() {
+    mpi_over_fab_tcp(2);
+}
+
+#[test]
+fn open_mpi_mtl_ofi_four_ranks() {
+    mpi_over_fab_tcp(4);
 }

@@ -3,7 +3,8 @@
  * and misuse (NULL pointers, wrong classes, double close, busy objects, unknown flags
  * and versions), which must give libfabric error codes, never a crash.
  *
- * Run with FI_PROVIDER_PATH pointing at a directory holding libfab_shm-fi.so. Prints
+ * Run with FI_PROVIDER_PATH pointing at a directory holding libfab_shm-fi.so (and
+ * libfab_tcp-fi.so); FAB_PROV names the provider under test (default fab_shm). Prints
  * one line per check and exits non-zero on the first failure. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,10 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
-#define PROV "fab_shm"
+/* The provider under test, and whether it is fab_tcp (remote peers, socket
+ * addresses) rather than fab_shm (local only, opaque names). */
+static const char *PROV = "fab_shm";
+static int tcp;
 #define VER FI_VERSION(1, 17)
 
 static int checks;
@@ -94,8 +98,12 @@ static void test_getinfo(void)
 	CHECK(strcmp(info->domain_attr->name, PROV) == 0);
 	EQ(info->ep_attr->type, FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
-	/* Only what the plugin implements is claimed. */
-	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT | FI_REMOTE_COMM), 0);
+	/* Only what the plugin implements is claimed; remote peers only over tcp. */
+	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT), 0);
+	EQ(info->caps & FI_REMOTE_COMM, tcp ? FI_REMOTE_COMM : 0);
+	CHECK(info->caps & FI_LOCAL_COMM);
+	if (tcp)
+		CHECK(info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR_IN6);
 	EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
 	EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	EQ(info->domain_attr->av_type, FI_AV_TABLE);
@@ -126,7 +134,8 @@ static void test_getinfo(void)
 	h->ep_attr->type = FI_EP_MSG;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	h->ep_attr->type = FI_EP_RDM;
-	h->addr_format = FI_SOCKADDR_IN;
+	/* An address format that is not ours. */
+	h->addr_format = tcp ? FI_ADDR_STR : FI_SOCKADDR_IN;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	h->addr_format = FI_FORMAT_UNSPEC;
 	h->tx_attr->inject_size = 1 << 30;
@@ -686,6 +695,11 @@ static void test_eq(void)
 
 int main(void)
 {
+	const char *p = getenv("FAB_PROV");
+	if (p && *p)
+		PROV = p;
+	tcp = strcmp(PROV, "fab_tcp") == 0;
+	printf("provider %s\n", PROV);
 	test_getinfo();
 	for (variant = 0; variant < 2; variant++) {
 		test_messages();
