@@ -41,6 +41,7 @@ use fabric::flags::Caps;
 use fabric::info::{self, Hints, Info};
 use fabric::{Error, Fabric, Provider};
 
+mod cm;
 pub mod convert;
 mod eq;
 mod fid;
@@ -61,6 +62,9 @@ pub trait Exposed: Provider {
     /// The length of the address that starts with `head` (`fi_av_insert` gets a
     /// packed array of addresses and no lengths), or `None` if it names none of ours.
     fn addr_len(head: &[u8]) -> Option<usize>;
+    /// Whether `fi_getinfo`'s node and service name addresses of this provider (tcp's
+    /// host and port); shm's addresses are opaque names, which they cannot make.
+    const NODE_SERVICE: bool;
 }
 
 impl Exposed for fabric_shm::Shm {
@@ -69,6 +73,7 @@ impl Exposed for fabric_shm::Shm {
     fn addr_len(_: &[u8]) -> Option<usize> {
         Some(fabric_shm::NAME_LEN)
     }
+    const NODE_SERVICE: bool = false;
 }
 
 impl Exposed for fabric_tcp::Tcp {
@@ -83,6 +88,7 @@ impl Exposed for fabric_tcp::Tcp {
             _ => None,
         }
     }
+    const NODE_SERVICE: bool = true;
 }
 
 /// The capabilities the plugin implements: messages and tagged messages in both
@@ -135,16 +141,24 @@ pub fn infos<E: Exposed>(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
     };
     let cands: Vec<Info> = E::candidates()
         .into_iter()
-        .filter(|c| c.ep_attr.ep_type != EpType::Msg)
         .map(|mut c| {
             c.caps &= CAPS;
             c.tx_attr.caps &= CAPS;
             c.rx_attr.caps &= CAPS;
             c.domain_attr.caps &= CAPS;
-            c.domain_attr.threading = threading;
-            c.domain_attr.data_progress = progress;
-            c.domain_attr.control_progress = progress;
-            c.domain_attr.av_type = av_type;
+            if c.ep_attr.ep_type == EpType::Msg {
+                // MSG endpoints report connection events on EQs opened on the fabric,
+                // before any domain chose a stack: they run on the EQs' stack.
+                c.domain_attr.threading = ThreadingLevel::Safe;
+                c.domain_attr.data_progress = ProgressMode::Manual;
+                c.domain_attr.control_progress = ProgressMode::Manual;
+                c.domain_attr.av_type = AvKind::Table;
+            } else {
+                c.domain_attr.threading = threading;
+                c.domain_attr.data_progress = progress;
+                c.domain_attr.control_progress = progress;
+                c.domain_attr.av_type = av_type;
+            }
             c.fabric_attr.api_version = FI_VERSION;
             c
         })
@@ -152,7 +166,8 @@ pub fn infos<E: Exposed>(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
     info::filter(&cands, hints)
 }
 
-/// An info from the application (one we returned, maybe edited) in the core's form.
+/// An info from the application (one we returned, maybe edited, or one of an
+/// `FI_CONNREQ` event) in the core's form.
 ///
 /// # Safety
 /// `c` is a valid `fi_info`.
@@ -160,6 +175,12 @@ pub(crate) unsafe fn info_from_app<E: Exposed>(c: *const sys::fi_info) -> fabric
     let name = <E as Provider>::NAME;
     // SAFETY: the caller's contract.
     let mut i = unsafe { convert::info_from_c(c, E::C_NAME, name) }.map_err(|_| Error::Inval)?;
+    // SAFETY: as above.
+    let handle = unsafe { (*c).handle };
+    if !handle.is_null() {
+        // The connection request of an FI_CONNREQ event, or nothing of ours.
+        i.handle = Some(cm::request(handle).ok_or(Error::Inval)?);
+    }
     i.fabric_attr.prov_name = name;
     i.fabric_attr.name = name;
     i.domain_attr.name = name;
@@ -168,8 +189,8 @@ pub(crate) unsafe fn info_from_app<E: Exposed>(c: *const sys::fi_info) -> fabric
 
 unsafe extern "C" fn getinfo<E: Exposed>(
     version: u32,
-    _node: *const c_char,
-    _service: *const c_char,
+    node: *const c_char,
+    service: *const c_char,
     flags: u64,
     hints: *const sys::fi_info,
     out: *mut *mut sys::fi_info,
@@ -194,12 +215,41 @@ unsafe extern "C" fn getinfo<E: Exposed>(
             Err(_) => return neg(Error::NoData),
         }
     };
-    // Our addresses are opaque names from fi_getname: node and service name nothing
-    // here and are ignored, like libfabric's own shm provider does.
-    let list = match infos::<E>(h.as_ref()) {
+    let mut list = match infos::<E>(h.as_ref()) {
         Ok(l) => l,
         Err(e) => return neg(e),
     };
+    // shm addresses are opaque names from fi_getname: node and service name nothing
+    // there and are ignored, like libfabric's own shm provider does. tcp's name a host
+    // and port: the local one with FI_SOURCE or without a node, else a peer's.
+    let text = |p: *const c_char| {
+        // SAFETY: NULL or a C string by fi_getinfo's contract.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let (node, service) = (text(node), text(service));
+    if E::NODE_SERVICE && (node.is_some() || service.is_some()) {
+        let (n, svc) = (
+            node.as_deref().unwrap_or(""),
+            service.as_deref().unwrap_or(""),
+        );
+        let source = flags & sys::FI_SOURCE != 0 || node.is_none();
+        let addr = if source {
+            E::source_from_svc(n, svc)
+        } else {
+            E::name_from_svc(n, svc)
+        };
+        let addr = match addr {
+            Ok(a) => a,
+            Err(e) => return neg(e),
+        };
+        for i in &mut list {
+            if source {
+                i.src_addr = Some(addr.clone());
+            } else {
+                i.dest_addr = Some(addr.clone());
+            }
+        }
+    }
     let mut head: *mut sys::fi_info = ptr::null_mut();
     for i in list.iter().rev() {
         let c = convert::info_to_c(i, E::C_NAME);
@@ -220,11 +270,11 @@ unsafe extern "C" fn getinfo<E: Exposed>(
 /// The fabric: a name and the count of domains open on it. The core's fabric object
 /// is opened with each domain, once the info chose the stack.
 pub struct FabricState<E: Exposed> {
-    refs: Refs,
-    eqs: Fabric<eq::EqStack<E>>,
+    pub(crate) refs: Refs,
+    pub(crate) eqs: Fabric<eq::EqStack<E>>,
 }
 
-type FabricObj<E> = Obj<sys::fid_fabric, FabricState<E>>;
+pub(crate) type FabricObj<E> = Obj<sys::fid_fabric, FabricState<E>>;
 
 const fn fabric_fi_ops<E: Exposed>() -> sys::fi_ops {
     sys::fi_ops {
@@ -242,7 +292,7 @@ const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
     sys::fi_ops_fabric {
         size: core::mem::size_of::<sys::fi_ops_fabric>(),
         domain: Some(domain_open::<E>),
-        passive_ep: Some(no_passive_ep),
+        passive_ep: Some(cm::pep_open::<E>),
         eq_open: Some(eq_open::<E>),
         wait_open: Some(no_wait_open),
         trywait: Some(no_trywait),
@@ -351,7 +401,15 @@ unsafe extern "C" fn domain_open<E: Exposed>(
         return neg(Error::NoData);
     };
     let chosen = granted.swap_remove(pos);
-    let choice = Choice::from_info(&chosen);
+    let mut choice = Choice::from_info(&chosen);
+    if chosen.ep_attr.ep_type == EpType::Msg {
+        // MSG endpoints run on the stack of the fabric's EQs, which report their
+        // connection events: thread-safe (stronger than any level asked for), manual
+        // progress (the only one MSG infos offer), the AV type unused without an AV.
+        choice.threading = ThreadingLevel::Safe;
+        choice.progress = ProgressMode::Manual;
+        choice.av_type = AvKind::Table;
+    }
     // SAFETY: `fab.refs` belongs to the live fabric, which stays open (busy) while the
     // domain holds it.
     let r = unsafe { on_stack!(E, choice, open_domain_on(chosen, &fab.refs, context)) };
@@ -378,14 +436,6 @@ unsafe fn open_domain_on<S: objects::St>(
     unsafe { objects::open_domain::<S>(info, parent, context) }
 }
 
-unsafe extern "C" fn no_passive_ep(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_info,
-    _: *mut *mut sys::fid_pep,
-    _: *mut c_void,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
 unsafe extern "C" fn eq_open<E: Exposed>(
     f: *mut sys::fid_fabric,
     attr: *mut sys::fi_eq_attr,

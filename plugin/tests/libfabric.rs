@@ -337,7 +337,7 @@ fn fi_info_lists_fab_tcp() {
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
-    for absent in ["FI_TRIGGER", "FI_RMA_EVENT", "FI_EP_MSG"] {
+    for absent in ["FI_TRIGGER", "FI_RMA_EVENT"] {
         assert!(!t.contains(absent), "{absent} claimed:\n{t}");
     }
 }
@@ -430,4 +430,16 @@ fn open_mpi_mtl_ofi_two_ranks() {
 #[test]
 fn open_mpi_mtl_ofi_four_ranks() {
     mpi_over_fab_tcp(4);
+}
+
+#[test]
+fn fi_pingpong_tcp_msg_all_sizes_with_data_checks() {
+    let (s, c) = pingpong_on("fab_tcp", "msg", &["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().any(|&(size, _)| size == 1), "{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
+    }
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -130,9 +132,30 @@ static void test_getinfo(void)
 	info = NULL;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	CHECK(info == NULL);
+	/* MSG endpoints: tcp has them, with manual progress (they run on the stack of the
+	 * fabric's EQs); shm does not. */
 	h->caps = FI_MSG;
 	h->ep_attr->type = FI_EP_MSG;
-	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	if (tcp) {
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), 0);
+		EQ(info->ep_attr->type, FI_EP_MSG);
+		EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+		EQ(info->caps & (FI_SOURCE | FI_DIRECTED_RECV), 0);
+		fi_freeinfo(info);
+		info = NULL;
+		/* Node and service name the local address with FI_SOURCE, else a peer. */
+		EQ(fi_getinfo(VER, "127.0.0.1", "4242", FI_SOURCE, h, &info), 0);
+		CHECK(info->src_addr != NULL && info->dest_addr == NULL);
+		EQ(((struct sockaddr_in *)info->src_addr)->sin_port, htons(4242));
+		fi_freeinfo(info);
+		EQ(fi_getinfo(VER, "127.0.0.1", "4243", 0, h, &info), 0);
+		CHECK(info->dest_addr != NULL);
+		EQ(((struct sockaddr_in *)info->dest_addr)->sin_port, htons(4243));
+		fi_freeinfo(info);
+		info = NULL;
+	} else {
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	}
 	h->ep_attr->type = FI_EP_RDM;
 	/* An address format that is not ours. */
 	h->addr_format = tcp ? FI_ADDR_STR : FI_SOCKADDR_IN;
@@ -545,8 +568,20 @@ static void test_misuse(void)
 	CHECK(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt) < 0);
 	struct fi_msg_rma two = { .iov_count = 0, .rma_iov_count = 2 };
 	EQ(fi_writemsg(r.ep, &two, 0), -FI_EINVAL);
-	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
-	EQ(fi_connect(r.ep, buf, NULL, 0), -FI_ENOSYS);
+	if (tcp) {
+		/* A host and port name a tcp address. */
+		a = FI_ADDR_NOTAVAIL;
+		EQ(fi_av_insertsvc(r.av, "127.0.0.1", "1", &a, 0, NULL), 1);
+		CHECK(a != FI_ADDR_NOTAVAIL);
+		EQ(fi_av_insertsvc(r.av, "127.0.0.1", "not-a-port", &a, 0, NULL), -FI_EINVAL);
+	} else {
+		EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
+	}
+	/* An RDM endpoint does not connect. */
+	char me[64];
+	size_t melen = sizeof(me);
+	EQ(fi_getname(&r.ep->fid, me, &melen), 0);
+	EQ(fi_connect(r.ep, me, NULL, 0), -FI_EOPNOTSUPP);
 	struct fi_av_attr map_attr = { .type = FI_AV_MAP };
 	struct fid_av *av2;
 	EQ(fi_av_open(r.domain, &map_attr, &av2, NULL), -FI_EINVAL);
