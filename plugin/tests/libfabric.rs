@@ -154,6 +154,22 @@ fn c_api_suite_tcp() {
     }
 }
 
+/// Passive endpoint, reject with data (readerr), accept with data, a message,
+/// getpeer and shutdown on fab_tcp, each CM event naming its object.
+#[test]
+fn c_connection_management_tcp() {
+    let t = run_c_on("cm", "fab_tcp");
+    for part in [
+        "ok reject",
+        "ok accept",
+        "ok message",
+        "ok shutdown",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
 #[test]
 fn c_two_processes_tcp() {
     let t = run_c_on("xproc", "fab_tcp");
