@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# fi_pingpong (libfabric-bin, unmodified) through our plugin (fab_shm, the release
-# build of plugin/) against libfabric's own shm provider, RDM endpoints, two processes.
-# Sizes and rounds alternate (ours, then libfabric's, per round); prints every round's
+# fi_pingpong (libfabric-bin, unmodified) through our plugin (the release build of
+# plugin/) against one of libfabric's own providers, two processes: by default fab_shm
+# against shm on RDM endpoints; OURS=fab_tcp THEIRS=tcp compares the tcp providers
+# (libfabric's RDM over tcp is tcp;ofi_rxm), EP=msg their MSG endpoints. Sizes and
+# rounds alternate (ours, then libfabric's, per round); prints every round's
 # client-side usec/xfer and the medians.
 #
 #   ROUNDS=5 ITERS=100000 SIZES="8 64" benches/plugin_pingpong.sh
+#   OURS=fab_tcp THEIRS=tcp SIZES="8 64 1024 65536 1048576" benches/plugin_pingpong.sh
 #
 # PRIO=rt runs both processes under `chrt -f 1` (root), so other load on the machine
 # does not decide the figures.
@@ -14,12 +17,16 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-100000}
 SIZES=${SIZES:-"8 64"}
+OURS=${OURS:-fab_shm}
+THEIRS=${THEIRS:-shm}
+EP=${EP:-rdm}
 TARGET=${CARGO_TARGET_DIR:-target}
 
 [[ ${SKIP_BUILD:-0} == 1 ]] || cargo build --release -p fabric-ofi >&2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-cp "$TARGET/release/libfabric_ofi.so" "$dir/libfab_shm-fi.so"
+# One library, installed under the name of the provider it serves.
+cp "$TARGET/release/libfabric_ofi.so" "$dir/lib$OURS-fi.so"
 export FI_PROVIDER_PATH=$dir
 
 prio=()
@@ -28,15 +35,16 @@ port=47600
 # One fi_pingpong run of provider $1 at size $2: prints the client's usec/xfer.
 run() {
     port=$((port + 1))
-    "${prio[@]}" fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -B "$port" >/dev/null 2>&1 &
+    "${prio[@]}" fi_pingpong -p "$1" -e "$EP" -I "$ITERS" -S "$2" -B "$port" >/dev/null 2>&1 &
     local srv=$!
     local out
     for _ in $(seq 100); do
-        out=$("${prio[@]}" fi_pingpong -p "$1" -e rdm -I "$ITERS" -S "$2" -P "$port" 127.0.0.1 2>/dev/null) && break
+        out=$("${prio[@]}" fi_pingpong -p "$1" -e "$EP" -I "$ITERS" -S "$2" -P "$port" 127.0.0.1 2>/dev/null) && break
         sleep 0.05
     done
     wait "$srv"
-    awk -v s="$2" '$1 == s { print $7 }' <<<"$out"
+    # fi_pingpong prints sizes as 8, 1k, 1m: match the row by its position instead.
+    awk '$2 ~ /^[0-9]/ && $3 ~ /^=/ { print $7 }' <<<"$out" | tail -1
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -44,7 +52,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 declare -A res
 for r in $(seq "$ROUNDS"); do
     for s in $SIZES; do
-        for p in fab_shm shm; do
+        for p in "$OURS" "$THEIRS"; do
             v=$(run "$p" "$s")
             echo "round $r size $s $p usec/xfer $v"
             res[$p.$s]+="$v "
@@ -52,9 +60,9 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 echo
-printf '%-6s %-14s %-14s %s\n' bytes "fab_shm (us)" "shm (us)" "fab_shm/shm"
+printf '%-8s %-14s %-14s %s\n' bytes "$OURS (us)" "$THEIRS (us)" "$OURS/$THEIRS"
 for s in $SIZES; do
-    a=$(tr ' ' '\n' <<<"${res[fab_shm.$s]}" | grep . | median)
-    b=$(tr ' ' '\n' <<<"${res[shm.$s]}" | grep . | median)
-    printf '%-6s %-14s %-14s %.2f\n' "$s" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }')"
+    a=$(tr ' ' '\n' <<<"${res[$OURS.$s]}" | grep . | median)
+    b=$(tr ' ' '\n' <<<"${res[$THEIRS.$s]}" | grep . | median)
+    printf '%-8s %-14s %-14s %.2f\n' "$s" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }')"
 done

@@ -15,8 +15,9 @@ use fabric::info::{Hints, Info};
 
 use crate::sys;
 
-/// The `addr_format` of our addresses: opaque binary names (`fi_getname`), which no
-/// libfabric format describes, so a provider-specific value.
+/// The `addr_format` of shm addresses: opaque binary names (`fi_getname`), which no
+/// libfabric format describes, so a provider-specific value. tcp addresses are
+/// `FI_SOCKADDR_IN`/`FI_SOCKADDR_IN6`.
 pub const ADDR_FORMAT: u32 = sys::FI_PROV_SPECIFIC | 0xfab;
 
 /// Why C hints cannot match any of our infos before the core's filter runs.
@@ -80,6 +81,9 @@ pub unsafe fn info_from_c(
         addr_format: match c.addr_format {
             sys::FI_FORMAT_UNSPEC => AddrFormat::Unspec,
             ADDR_FORMAT => AddrFormat::Proto,
+            sys::FI_SOCKADDR => AddrFormat::Sockaddr,
+            sys::FI_SOCKADDR_IN => AddrFormat::SockaddrIn,
+            sys::FI_SOCKADDR_IN6 => AddrFormat::SockaddrIn6,
             _ => return Err(NoMatch::AddrFormat),
         },
         // SAFETY: the caller's contract covers the address fields.
@@ -328,6 +332,9 @@ pub fn info_to_c(info: &Info, name: &CStr) -> *mut sys::fi_info {
         (*c).mode = info.mode.bits();
         (*c).addr_format = match info.addr_format {
             AddrFormat::Unspec => sys::FI_FORMAT_UNSPEC,
+            AddrFormat::Sockaddr => sys::FI_SOCKADDR,
+            AddrFormat::SockaddrIn => sys::FI_SOCKADDR_IN,
+            AddrFormat::SockaddrIn6 => sys::FI_SOCKADDR_IN6,
             _ => ADDR_FORMAT,
         };
         (*c).src_addr = src;

@@ -16,46 +16,60 @@ use fabric::cq_format::CqTagged;
 use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
 
 use crate::fid::{neg, Obj};
-use crate::objects::{no_bind, no_control, no_ops_open, Holds, Refs};
-use crate::{sys, Exposed, Plugin};
+use crate::objects::{no_bind, no_control, no_ops_open, Holds, Refs, St};
+use crate::{sys, Exposed};
 
 /// The stack fabric-level EQs run on.
-pub type EqStack = Stack<<Plugin as Exposed>::P, ThreadSafe, Manual, CqTagged, Table>;
+pub type EqStack<E> = Stack<E, ThreadSafe, Manual, CqTagged, Table>;
 
 /// An event queue.
-pub struct EqState {
-    eq: EventQueue<EqStack>,
+pub struct EqState<E: Exposed> {
+    eq: EventQueue<EqStack<E>>,
     holds: Holds,
+    /// The `err_data` of the last error entry read, which C may read until the next
+    /// `fi_eq_readerr` when it gave no buffer of its own.
+    err_data: std::sync::Mutex<Vec<u8>>,
 }
 
-type EqObj = Obj<sys::fid_eq, EqState>;
+/// The EQ behind a C handle, if it is one of ours, live, and runs on stack `S`
+/// (EQs run on the fabric's [`EqStack`]; endpoints on another stack cannot take one).
+pub(crate) fn lookup<'a, S: St>(fid: *mut sys::fid) -> Option<&'a EventQueue<S>> {
+    let st = EqObj::<S::Provider>::lookup(fid, sys::FI_CLASS_EQ)?;
+    (&st.eq as &dyn core::any::Any).downcast_ref::<EventQueue<S>>()
+}
 
-static EQ_FI_OPS: sys::fi_ops = sys::fi_ops {
-    size: core::mem::size_of::<sys::fi_ops>(),
-    close: Some(eq_close),
-    bind: Some(no_bind),
-    control: Some(no_control),
-    ops_open: Some(no_ops_open),
-    tostr: None,
-    ops_set: None,
-};
+type EqObj<E> = Obj<sys::fid_eq, EqState<E>>;
 
-static EQ_OPS: sys::fi_ops_eq = sys::fi_ops_eq {
-    size: core::mem::size_of::<sys::fi_ops_eq>(),
-    read: Some(eq_read),
-    readerr: Some(eq_readerr),
-    write: Some(eq_write),
-    sread: Some(eq_sread),
-    strerror: Some(eq_strerror),
-};
+const fn eq_fi_ops<E: Exposed>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(eq_close::<E>),
+        bind: Some(no_bind),
+        control: Some(no_control),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+const fn eq_ops<E: Exposed>() -> sys::fi_ops_eq {
+    sys::fi_ops_eq {
+        size: core::mem::size_of::<sys::fi_ops_eq>(),
+        read: Some(eq_read::<E>),
+        readerr: Some(eq_readerr::<E>),
+        write: Some(eq_write::<E>),
+        sread: Some(eq_sread::<E>),
+        strerror: Some(eq_strerror),
+    }
+}
 
 /// Opens an EQ for `fi_eq_open` on `fabric`.
 ///
 /// # Safety
 /// `attr` is NULL or valid; `out` is NULL or writable; `parent` is the fabric's count
 /// of dependents, open until this EQ closes.
-pub unsafe fn open(
-    fabric: &Fabric<EqStack>,
+pub unsafe fn open<E: Exposed>(
+    fabric: &Fabric<EqStack<E>>,
     parent: &Refs,
     attr: *mut sys::fi_eq_attr,
     out: *mut *mut sys::fid_eq,
@@ -88,57 +102,126 @@ pub unsafe fn open(
         fid: sys::fid {
             fclass: sys::FI_CLASS_EQ as usize,
             context,
-            ops: &EQ_FI_OPS as *const _ as *mut _,
+            ops: const { &eq_fi_ops::<E>() } as *const _ as *mut _,
         },
-        ops: &EQ_OPS as *const _ as *mut _,
+        ops: const { &eq_ops::<E>() } as *const _ as *mut _,
     };
     let st = EqState {
         eq,
         holds: Holds::default(),
+        err_data: std::sync::Mutex::default(),
     };
     st.holds.add(parent);
     // SAFETY: `out` is non-NULL and writable by the caller's contract.
-    unsafe { *out = EqObj::create(hdr, st, sys::FI_CLASS_EQ).cast() };
+    unsafe { *out = EqObj::<E>::create(hdr, st, sys::FI_CLASS_EQ).cast() };
     0
 }
 
-unsafe extern "C" fn eq_close(f: *mut sys::fid) -> c_int {
+unsafe extern "C" fn eq_close<E: Exposed>(f: *mut sys::fid) -> c_int {
     // SAFETY: called through the EQ's ops table.
-    unsafe { EqObj::close(f, |_| false, |s| s.holds.release()) }
+    unsafe { EqObj::<E>::close(f, |_| false, |s| s.holds.release()) }
 }
 
 const ENTRY: usize = core::mem::size_of::<sys::fi_eq_entry>();
 
 /// Checks C's buffer before an event is taken off the queue, so a short one loses
 /// nothing.
+/// Bytes of a `struct fi_eq_cm_entry` before its connection data.
+const CM_ENTRY: usize = core::mem::size_of::<sys::fi_eq_cm_entry>();
+
 fn room(buf: *mut c_void, len: usize) -> Result<(), isize> {
     if buf.is_null() {
         Err(neg(Error::Inval) as isize)
-    } else if len < ENTRY {
+    } else if len < CM_ENTRY {
         Err(neg(Error::TooSmall) as isize)
     } else {
         Ok(())
     }
 }
 
-/// Writes `e` as a `struct fi_eq_entry` (and its event) into C's buffer.
+/// Whether `e` is written as a `struct fi_eq_cm_entry`.
+fn is_cm(e: &EqEntry) -> bool {
+    matches!(
+        e.event,
+        EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown
+    )
+}
+
+/// Whether `e` fits in `len` bytes (connection data is cut to what fits).
+fn fits(e: &EqEntry, len: usize) -> bool {
+    len >= if is_cm(e) { CM_ENTRY } else { ENTRY }
+}
+
+/// Writes `e` as a `struct fi_eq_entry`, or a `struct fi_eq_cm_entry` with its
+/// connection data, into C's buffer (and its event); returns the bytes written. An
+/// `FI_CONNREQ` carries a new `fi_info` (C frees it with `fi_freeinfo`) whose `handle`
+/// names the request.
 ///
 /// # Safety
-/// `event` is NULL or writable; `buf` has `len >= ENTRY` writable bytes.
-unsafe fn put(e: &EqEntry, event: *mut u32, buf: *mut c_void) -> isize {
-    let out = sys::fi_eq_entry {
-        fid: e.fid_context.0 as *mut sys::fid,
-        context: e.context.0 as *mut c_void,
-        data: e.data,
+/// `event` is NULL or writable; `buf` has `len` writable bytes, enough for `e`
+/// ([`fits`]).
+unsafe fn put<E: Exposed>(e: &EqEntry, event: *mut u32, buf: *mut c_void, len: usize) -> isize {
+    let n = if is_cm(e) {
+        let info = match &e.conn {
+            Some(i) => {
+                let c = crate::convert::info_to_c(i, E::C_NAME);
+                if c.is_null() {
+                    return neg(Error::NoMem) as isize;
+                }
+                if let Some(h) = i.handle.clone() {
+                    // SAFETY: `c` was just allocated and is ours.
+                    unsafe { (*c).handle = crate::cm::new_request(h) };
+                }
+                c
+            }
+            None => ptr::null_mut(),
+        };
+        let data = e.info.as_deref().unwrap_or(&[]);
+        let take = data.len().min(len - CM_ENTRY);
+        // SAFETY: the caller's contract: `len` bytes, at least CM_ENTRY; C buffers need
+        // not be aligned.
+        unsafe {
+            let head = buf.cast::<*mut c_void>();
+            head.write_unaligned(e.fid_context.0 as *mut c_void);
+            head.add(1).write_unaligned(info.cast());
+            ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>().add(CM_ENTRY), take);
+        }
+        CM_ENTRY + take
+    } else {
+        let out = sys::fi_eq_entry {
+            fid: e.fid_context.0 as *mut sys::fid,
+            context: e.context.0 as *mut c_void,
+            data: e.data,
+        };
+        // SAFETY: the caller's contract; C buffers need not be aligned.
+        unsafe { buf.cast::<sys::fi_eq_entry>().write_unaligned(out) };
+        ENTRY
     };
-    // SAFETY: the caller's contract; C buffers need not be aligned.
-    unsafe {
-        buf.cast::<sys::fi_eq_entry>().write_unaligned(out);
-        if !event.is_null() {
-            *event = e.event.as_raw();
+    if !event.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *event = e.event.as_raw() };
+    }
+    n as isize
+}
+
+/// Reads (or peeks) the next entry with `read` when it fits in `len` bytes; one that
+/// does not stays queued and gives `-FI_ETOOSMALL`.
+fn take(
+    len: usize,
+    peek: bool,
+    mut read: impl FnMut(bool) -> fabric::Result<EqEntry>,
+) -> Result<EqEntry, isize> {
+    if len < ENTRY {
+        // Only a connection event fits: look before taking.
+        let e = read(true).map_err(|e| neg(e) as isize)?;
+        if !fits(&e, len) {
+            return Err(neg(Error::TooSmall) as isize);
+        }
+        if peek {
+            return Ok(e);
         }
     }
-    ENTRY as isize
+    read(peek).map_err(|e| neg(e) as isize)
 }
 
 fn read_flags(flags: u64) -> Result<bool, isize> {
@@ -149,7 +232,7 @@ fn read_flags(flags: u64) -> Result<bool, isize> {
     }
 }
 
-unsafe extern "C" fn eq_read(
+unsafe extern "C" fn eq_read<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: *mut u32,
     buf: *mut c_void,
@@ -157,21 +240,21 @@ unsafe extern "C" fn eq_read(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
         Ok(p) => p,
         Err(e) => return e,
     };
-    match q.eq.read(peek) {
+    match take(len, peek, |p| q.eq.read(p)) {
         // SAFETY: fi_eq_read's contract on `event` and `buf` (of `len` bytes, enough).
-        Ok(e) => unsafe { put(&e, event, buf) },
-        Err(e) => neg(e) as isize,
+        Ok(e) => unsafe { put::<E>(&e, event, buf, len) },
+        Err(e) => e,
     }
 }
 
-unsafe extern "C" fn eq_sread(
+unsafe extern "C" fn eq_sread<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: *mut u32,
     buf: *mut c_void,
@@ -180,7 +263,7 @@ unsafe extern "C" fn eq_sread(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
@@ -188,20 +271,20 @@ unsafe extern "C" fn eq_sread(
         Err(e) => return e,
     };
     let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
-    match q.eq.sread(peek, t) {
+    match take(len, peek, |p| q.eq.sread(p, t)) {
         // SAFETY: fi_eq_sread's contract on `event` and `buf` (of `len` bytes, enough).
-        Ok(e) => unsafe { put(&e, event, buf) },
-        Err(e) => neg(e) as isize,
+        Ok(e) => unsafe { put::<E>(&e, event, buf, len) },
+        Err(e) => e,
     }
 }
 
-unsafe extern "C" fn eq_readerr(
+unsafe extern "C" fn eq_readerr<E: Exposed>(
     eq: *mut sys::fid_eq,
     buf: *mut sys::fi_eq_err_entry,
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     let peek = match read_flags(flags) {
@@ -220,15 +303,31 @@ unsafe extern "C" fn eq_readerr(
             b.data = e.data;
             b.err = e.err.code();
             b.prov_errno = e.prov_errno;
-            b.err_data = ptr::null_mut();
-            b.err_data_size = 0;
+            // Into C's buffer when it gave one (API 1.5 and later), else ours, valid
+            // until the next readerr.
+            if !b.err_data.is_null() && b.err_data_size > 0 {
+                let n = e.err_data.len().min(b.err_data_size);
+                // SAFETY: C's buffer of `err_data_size` bytes by fi_eq_readerr's
+                // contract.
+                unsafe { ptr::copy_nonoverlapping(e.err_data.as_ptr(), b.err_data.cast(), n) };
+                b.err_data_size = n;
+            } else {
+                let mut keep = q.err_data.lock().unwrap_or_else(|p| p.into_inner());
+                *keep = e.err_data;
+                b.err_data = if keep.is_empty() {
+                    ptr::null_mut()
+                } else {
+                    keep.as_mut_ptr().cast()
+                };
+                b.err_data_size = keep.len();
+            }
             core::mem::size_of::<sys::fi_eq_err_entry>() as isize
         }
         Err(e) => neg(e) as isize,
     }
 }
 
-unsafe extern "C" fn eq_write(
+unsafe extern "C" fn eq_write<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: u32,
     buf: *const c_void,
@@ -236,7 +335,7 @@ unsafe extern "C" fn eq_write(
     flags: u64,
 ) -> isize {
     // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::state(eq) }) else {
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
         return neg(Error::Inval) as isize;
     };
     if flags != 0 {

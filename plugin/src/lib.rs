@@ -10,16 +10,21 @@
 //! reads, for the CQ's entry format): one indirect call per operation into the same
 //! code a Rust program gets, with no test of the choices behind it.
 //!
-//! This build exposes the shm provider as `fab_shm` (a name Open MPI does not exclude,
-//! unlike those beginning with `shm`). One library exposes one provider: libfabric keys
-//! a plugin's provider by the one `fi_provider` its `fi_prov_ini` returns, so each of
-//! our providers gets its own `lib<name>-fi.so` file.
+//! One library serves two providers, chosen by the name it is installed under:
+//! `libfab_shm-fi.so` is the shm provider as `fab_shm`, `libfab_tcp-fi.so` the tcp
+//! provider as `fab_tcp` (names Open MPI does not exclude, unlike those beginning with
+//! `shm` or `tcp`). libfabric registers one provider per library file (the one
+//! `fi_provider` its `fi_prov_ini` returns), so a single build installed twice gives
+//! both, with no build-time switch. fab_tcp addresses are `FI_SOCKADDR_IN` (or
+//! `FI_SOCKADDR_IN6`) names and its infos claim `FI_REMOTE_COMM`; fab_shm's are
+//! opaque names and local only.
 //!
-//! What it offers: RDM (and DGRAM) endpoints with messages, tagged messages, RMA and
+//! What it offers: RDM (and, on shm, DGRAM) endpoints with messages, tagged messages, RMA and
 //! atomics, endpoint options; CQs in the four formats with `readfrom`, `readerr`,
 //! `sread` and `signal`; counters; table and map AVs; memory registration; EQs on the
 //! fabric. Binding EQs, RMA events, triggered operations, scalable endpoints, shared
-//! contexts, wait and poll sets and collectives are left out of the capabilities
+//! contexts, MSG and passive endpoints (tcp has them in the core, not yet through
+//! the plugin), wait and poll sets and collectives are left out of the capabilities
 //! reported and answer `-FI_ENOSYS`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -36,6 +41,7 @@ use fabric::flags::Caps;
 use fabric::info::{self, Hints, Info};
 use fabric::{Error, Fabric, Provider};
 
+mod cm;
 pub mod convert;
 mod eq;
 mod fid;
@@ -47,22 +53,42 @@ use fid::{neg, Obj};
 use objects::Refs;
 
 /// One of our providers as libfabric sees it.
-pub trait Exposed {
-    /// The provider behind it.
-    type P: Provider;
-    /// The name libfabric lists (provider, fabric and domain name).
-    const NAME: &'static CStr;
-    /// The length of an address (`fi_getname`, `fi_av_insert`).
-    const ADDR_LEN: usize;
+pub trait Exposed: Provider {
+    /// The name libfabric lists (provider, fabric and domain name), which is also the
+    /// file name the library is installed under (`lib<name>-fi.so`).
+    const C_NAME: &'static CStr;
+    /// The bytes [`Exposed::addr_len`] needs to see of an address.
+    const ADDR_HEAD: usize;
+    /// The length of the address that starts with `head` (`fi_av_insert` gets a
+    /// packed array of addresses and no lengths), or `None` if it names none of ours.
+    fn addr_len(head: &[u8]) -> Option<usize>;
+    /// Whether `fi_getinfo`'s node and service name addresses of this provider (tcp's
+    /// host and port); shm's addresses are opaque names, which they cannot make.
+    const NODE_SERVICE: bool;
 }
 
-/// The provider this library exposes.
-pub enum Plugin {}
+impl Exposed for fabric_shm::Shm {
+    const C_NAME: &'static CStr = c"fab_shm";
+    const ADDR_HEAD: usize = fabric_shm::NAME_LEN;
+    fn addr_len(_: &[u8]) -> Option<usize> {
+        Some(fabric_shm::NAME_LEN)
+    }
+    const NODE_SERVICE: bool = false;
+}
 
-impl Exposed for Plugin {
-    type P = fabric_shm::Shm;
-    const NAME: &'static CStr = c"fab_shm";
-    const ADDR_LEN: usize = fabric_shm::NAME_LEN;
+impl Exposed for fabric_tcp::Tcp {
+    const C_NAME: &'static CStr = c"fab_tcp";
+    // A name starts with a `sockaddr_in` or `sockaddr_in6`, whose family says which.
+    const ADDR_HEAD: usize = 2;
+    fn addr_len(head: &[u8]) -> Option<usize> {
+        let family = u16::from_ne_bytes([*head.first()?, *head.get(1)?]);
+        match i32::from(family) {
+            libc::AF_INET => Some(fabric_tcp::name::NAME4_LEN),
+            libc::AF_INET6 => Some(fabric_tcp::name::NAME6_LEN),
+            _ => None,
+        }
+    }
+    const NODE_SERVICE: bool = true;
 }
 
 /// The capabilities the plugin implements: messages and tagged messages in both
@@ -82,7 +108,8 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::DIRECTED_RECV)
     .union(Caps::SOURCE)
     .union(Caps::MULTI_RECV)
-    .union(Caps::LOCAL_COMM);
+    .union(Caps::LOCAL_COMM)
+    .union(Caps::REMOTE_COMM);
 
 /// The provider's version (`FI_VERSION(0, 1)`).
 pub const VERSION: u32 = info::version(0, 1);
@@ -94,7 +121,7 @@ const GETINFO_FLAGS: u64 = sys::FI_SOURCE | sys::FI_NUMERICHOST | sys::FI_PROV_A
 
 /// Our candidates for `hints`: the provider's, with the threading, progress and AV type
 /// of the stack the hints select, and only the capabilities the plugin implements.
-pub fn infos(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
+pub fn infos<E: Exposed>(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
     let d = hints.map(|h| &h.info.domain_attr);
     let threading = match d.map_or(ThreadingLevel::Unspec, |d| d.threading) {
         ThreadingLevel::Domain | ThreadingLevel::Unspec => ThreadingLevel::Domain,
@@ -112,18 +139,26 @@ pub fn infos(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
         Some(d) if d.av_type == AvKind::Map => AvKind::Map,
         _ => AvKind::Table,
     };
-    let cands: Vec<Info> = <Plugin as Exposed>::P::candidates()
+    let cands: Vec<Info> = E::candidates()
         .into_iter()
-        .filter(|c| c.ep_attr.ep_type != EpType::Msg)
         .map(|mut c| {
             c.caps &= CAPS;
             c.tx_attr.caps &= CAPS;
             c.rx_attr.caps &= CAPS;
             c.domain_attr.caps &= CAPS;
-            c.domain_attr.threading = threading;
-            c.domain_attr.data_progress = progress;
-            c.domain_attr.control_progress = progress;
-            c.domain_attr.av_type = av_type;
+            if c.ep_attr.ep_type == EpType::Msg {
+                // MSG endpoints report connection events on EQs opened on the fabric,
+                // before any domain chose a stack: they run on the EQs' stack.
+                c.domain_attr.threading = ThreadingLevel::Safe;
+                c.domain_attr.data_progress = ProgressMode::Manual;
+                c.domain_attr.control_progress = ProgressMode::Manual;
+                c.domain_attr.av_type = AvKind::Table;
+            } else {
+                c.domain_attr.threading = threading;
+                c.domain_attr.data_progress = progress;
+                c.domain_attr.control_progress = progress;
+                c.domain_attr.av_type = av_type;
+            }
             c.fabric_attr.api_version = FI_VERSION;
             c
         })
@@ -131,24 +166,31 @@ pub fn infos(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
     info::filter(&cands, hints)
 }
 
-/// An info from the application (one we returned, maybe edited) in the core's form.
+/// An info from the application (one we returned, maybe edited, or one of an
+/// `FI_CONNREQ` event) in the core's form.
 ///
 /// # Safety
 /// `c` is a valid `fi_info`.
-pub(crate) unsafe fn info_from_app(c: *const sys::fi_info) -> fabric::Result<Info> {
-    let name = <Plugin as Exposed>::P::NAME;
+pub(crate) unsafe fn info_from_app<E: Exposed>(c: *const sys::fi_info) -> fabric::Result<Info> {
+    let name = <E as Provider>::NAME;
     // SAFETY: the caller's contract.
-    let mut i = unsafe { convert::info_from_c(c, Plugin::NAME, name) }.map_err(|_| Error::Inval)?;
+    let mut i = unsafe { convert::info_from_c(c, E::C_NAME, name) }.map_err(|_| Error::Inval)?;
+    // SAFETY: as above.
+    let handle = unsafe { (*c).handle };
+    if !handle.is_null() {
+        // The connection request of an FI_CONNREQ event, or nothing of ours.
+        i.handle = Some(cm::request(handle).ok_or(Error::Inval)?);
+    }
     i.fabric_attr.prov_name = name;
     i.fabric_attr.name = name;
     i.domain_attr.name = name;
     Ok(i)
 }
 
-unsafe extern "C" fn getinfo(
+unsafe extern "C" fn getinfo<E: Exposed>(
     version: u32,
-    _node: *const c_char,
-    _service: *const c_char,
+    node: *const c_char,
+    service: *const c_char,
     flags: u64,
     hints: *const sys::fi_info,
     out: *mut *mut sys::fi_info,
@@ -168,20 +210,49 @@ unsafe extern "C" fn getinfo(
         None
     } else {
         // SAFETY: a valid fi_info by fi_getinfo's contract.
-        match unsafe { convert::hints_from_c(hints, Plugin::NAME, <Plugin as Exposed>::P::NAME) } {
+        match unsafe { convert::hints_from_c(hints, E::C_NAME, <E as Provider>::NAME) } {
             Ok(h) => Some(h),
             Err(_) => return neg(Error::NoData),
         }
     };
-    // Our addresses are opaque names from fi_getname: node and service name nothing
-    // here and are ignored, like libfabric's own shm provider does.
-    let list = match infos(h.as_ref()) {
+    let mut list = match infos::<E>(h.as_ref()) {
         Ok(l) => l,
         Err(e) => return neg(e),
     };
+    // shm addresses are opaque names from fi_getname: node and service name nothing
+    // there and are ignored, like libfabric's own shm provider does. tcp's name a host
+    // and port: the local one with FI_SOURCE or without a node, else a peer's.
+    let text = |p: *const c_char| {
+        // SAFETY: NULL or a C string by fi_getinfo's contract.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let (node, service) = (text(node), text(service));
+    if E::NODE_SERVICE && (node.is_some() || service.is_some()) {
+        let (n, svc) = (
+            node.as_deref().unwrap_or(""),
+            service.as_deref().unwrap_or(""),
+        );
+        let source = flags & sys::FI_SOURCE != 0 || node.is_none();
+        let addr = if source {
+            E::source_from_svc(n, svc)
+        } else {
+            E::name_from_svc(n, svc)
+        };
+        let addr = match addr {
+            Ok(a) => a,
+            Err(e) => return neg(e),
+        };
+        for i in &mut list {
+            if source {
+                i.src_addr = Some(addr.clone());
+            } else {
+                i.dest_addr = Some(addr.clone());
+            }
+        }
+    }
     let mut head: *mut sys::fi_info = ptr::null_mut();
     for i in list.iter().rev() {
-        let c = convert::info_to_c(i, Plugin::NAME);
+        let c = convert::info_to_c(i, E::C_NAME);
         if c.is_null() {
             // SAFETY: `head` is a list we built with fi_freeinfo-compatible allocations.
             unsafe { sys::fi_freeinfo(head) };
@@ -198,34 +269,38 @@ unsafe extern "C" fn getinfo(
 
 /// The fabric: a name and the count of domains open on it. The core's fabric object
 /// is opened with each domain, once the info chose the stack.
-pub struct FabricState {
-    refs: Refs,
-    eqs: Fabric<eq::EqStack>,
+pub struct FabricState<E: Exposed> {
+    pub(crate) refs: Refs,
+    pub(crate) eqs: Fabric<eq::EqStack<E>>,
 }
 
-type FabricObj = Obj<sys::fid_fabric, FabricState>;
+pub(crate) type FabricObj<E> = Obj<sys::fid_fabric, FabricState<E>>;
 
-static FABRIC_FI_OPS: sys::fi_ops = sys::fi_ops {
-    size: core::mem::size_of::<sys::fi_ops>(),
-    close: Some(fabric_close),
-    bind: Some(objects::no_bind),
-    control: Some(objects::no_control),
-    ops_open: Some(objects::no_ops_open),
-    tostr: None,
-    ops_set: None,
-};
+const fn fabric_fi_ops<E: Exposed>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(fabric_close::<E>),
+        bind: Some(objects::no_bind),
+        control: Some(objects::no_control),
+        ops_open: Some(objects::no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
 
-static FABRIC_OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
-    size: core::mem::size_of::<sys::fi_ops_fabric>(),
-    domain: Some(domain_open),
-    passive_ep: Some(no_passive_ep),
-    eq_open: Some(eq_open),
-    wait_open: Some(no_wait_open),
-    trywait: Some(no_trywait),
-    domain2: None,
-};
+const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
+    sys::fi_ops_fabric {
+        size: core::mem::size_of::<sys::fi_ops_fabric>(),
+        domain: Some(domain_open::<E>),
+        passive_ep: Some(cm::pep_open::<E>),
+        eq_open: Some(eq_open::<E>),
+        wait_open: Some(no_wait_open),
+        trywait: Some(no_trywait),
+        domain2: None,
+    }
+}
 
-unsafe extern "C" fn fabric(
+unsafe extern "C" fn fabric<E: Exposed>(
     attr: *mut sys::fi_fabric_attr,
     out: *mut *mut sys::fid_fabric,
     context: *mut c_void,
@@ -240,7 +315,7 @@ unsafe extern "C" fn fabric(
                 // SAFETY: a non-NULL name is a C string by fi_fabric's contract.
                 || unsafe { CStr::from_ptr(s) }
                     .to_bytes()
-                    .eq_ignore_ascii_case(Plugin::NAME.to_bytes())
+                    .eq_ignore_ascii_case(E::C_NAME.to_bytes())
         };
         if !named(a.name) {
             return neg(Error::NoData);
@@ -250,12 +325,12 @@ unsafe extern "C" fn fabric(
         fid: sys::fid {
             fclass: sys::FI_CLASS_FABRIC as usize,
             context,
-            ops: &FABRIC_FI_OPS as *const _ as *mut _,
+            ops: const { &fabric_fi_ops::<E>() } as *const _ as *mut _,
         },
-        ops: &FABRIC_OPS as *const _ as *mut _,
+        ops: const { &fabric_ops::<E>() } as *const _ as *mut _,
         api_version: FI_VERSION,
     };
-    let eqs = match Fabric::<eq::EqStack>::open(&Info::default()) {
+    let eqs = match Fabric::<eq::EqStack<E>>::open(&Info::default()) {
         Ok(f) => f,
         Err(e) => return neg(e),
     };
@@ -264,52 +339,51 @@ unsafe extern "C" fn fabric(
         eqs,
     };
     // SAFETY: `out` is writable by fi_fabric's contract.
-    unsafe { *out = FabricObj::create(hdr, st, sys::FI_CLASS_FABRIC).cast() };
+    unsafe { *out = FabricObj::<E>::create(hdr, st, sys::FI_CLASS_FABRIC).cast() };
     0
 }
 
-unsafe extern "C" fn fabric_close(f: *mut sys::fid) -> c_int {
+unsafe extern "C" fn fabric_close<E: Exposed>(f: *mut sys::fid) -> c_int {
     // SAFETY: called through the fabric's ops table.
-    unsafe { FabricObj::close(f, |s| s.refs.busy(), |_| ()) }
+    unsafe { FabricObj::<E>::close(f, |s| s.refs.busy(), |_| ()) }
 }
 
-/// Opens the domain on the stack `choice` names.
+/// Opens the domain on the stack of provider `$p` that `choice` names.
 macro_rules! on_stack {
-    ($choice:expr, $f:ident ( $($arg:expr),* )) => {{
-        type P = <Plugin as Exposed>::P;
+    ($p:ty, $choice:expr, $f:ident ( $($arg:expr),* )) => {{
         let c: Choice = $choice;
         match (
             c.threading == ThreadingLevel::Safe,
             c.progress == ProgressMode::Auto,
             c.av_type == AvKind::Map,
         ) {
-            (false, false, false) => $f::<Stack<P, ThreadDomain, Manual, CqTagged, Table>>($($arg),*),
-            (false, false, true) => $f::<Stack<P, ThreadDomain, Manual, CqTagged, Map>>($($arg),*),
-            (false, true, false) => $f::<Stack<P, ThreadDomain, Auto, CqTagged, Table>>($($arg),*),
-            (false, true, true) => $f::<Stack<P, ThreadDomain, Auto, CqTagged, Map>>($($arg),*),
-            (true, false, false) => $f::<Stack<P, ThreadSafe, Manual, CqTagged, Table>>($($arg),*),
-            (true, false, true) => $f::<Stack<P, ThreadSafe, Manual, CqTagged, Map>>($($arg),*),
-            (true, true, false) => $f::<Stack<P, ThreadSafe, Auto, CqTagged, Table>>($($arg),*),
-            (true, true, true) => $f::<Stack<P, ThreadSafe, Auto, CqTagged, Map>>($($arg),*),
+            (false, false, false) => $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Table>>($($arg),*),
+            (false, false, true) => $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Map>>($($arg),*),
+            (false, true, false) => $f::<Stack<$p, ThreadDomain, Auto, CqTagged, Table>>($($arg),*),
+            (false, true, true) => $f::<Stack<$p, ThreadDomain, Auto, CqTagged, Map>>($($arg),*),
+            (true, false, false) => $f::<Stack<$p, ThreadSafe, Manual, CqTagged, Table>>($($arg),*),
+            (true, false, true) => $f::<Stack<$p, ThreadSafe, Manual, CqTagged, Map>>($($arg),*),
+            (true, true, false) => $f::<Stack<$p, ThreadSafe, Auto, CqTagged, Table>>($($arg),*),
+            (true, true, true) => $f::<Stack<$p, ThreadSafe, Auto, CqTagged, Map>>($($arg),*),
         }
     }};
 }
 
-unsafe extern "C" fn domain_open(
+unsafe extern "C" fn domain_open<E: Exposed>(
     f: *mut sys::fid_fabric,
     info: *mut sys::fi_info,
     out: *mut *mut sys::fid_domain,
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: called through the fabric's ops table.
-    let Some(fab) = (unsafe { FabricObj::state(f) }) else {
+    let Some(fab) = (unsafe { FabricObj::<E>::state(f) }) else {
         return neg(Error::Inval);
     };
     if info.is_null() || out.is_null() {
         return neg(Error::Inval);
     }
     // SAFETY: a valid fi_info by fi_domain's contract.
-    let info = match unsafe { info_from_app(info) } {
+    let info = match unsafe { info_from_app::<E>(info) } {
         Ok(i) => i,
         Err(e) => return neg(e),
     };
@@ -318,7 +392,7 @@ unsafe extern "C" fn domain_open(
         info: info.clone(),
         mode_set: false,
     };
-    let Ok(mut granted) = infos(Some(&hints)) else {
+    let Ok(mut granted) = infos::<E>(Some(&hints)) else {
         return neg(Error::NoData);
     };
     let Some(pos) = granted.iter().position(|g| {
@@ -327,10 +401,18 @@ unsafe extern "C" fn domain_open(
         return neg(Error::NoData);
     };
     let chosen = granted.swap_remove(pos);
-    let choice = Choice::from_info(&chosen);
+    let mut choice = Choice::from_info(&chosen);
+    if chosen.ep_attr.ep_type == EpType::Msg {
+        // MSG endpoints run on the stack of the fabric's EQs, which report their
+        // connection events: thread-safe (stronger than any level asked for), manual
+        // progress (the only one MSG infos offer), the AV type unused without an AV.
+        choice.threading = ThreadingLevel::Safe;
+        choice.progress = ProgressMode::Manual;
+        choice.av_type = AvKind::Table;
+    }
     // SAFETY: `fab.refs` belongs to the live fabric, which stays open (busy) while the
     // domain holds it.
-    let r = unsafe { on_stack!(choice, open_domain_on(chosen, &fab.refs, context)) };
+    let r = unsafe { on_stack!(E, choice, open_domain_on(chosen, &fab.refs, context)) };
     match r {
         Ok(d) => {
             // SAFETY: `out` is writable by fi_domain's contract.
@@ -354,22 +436,14 @@ unsafe fn open_domain_on<S: objects::St>(
     unsafe { objects::open_domain::<S>(info, parent, context) }
 }
 
-unsafe extern "C" fn no_passive_ep(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_info,
-    _: *mut *mut sys::fid_pep,
-    _: *mut c_void,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn eq_open(
+unsafe extern "C" fn eq_open<E: Exposed>(
     f: *mut sys::fid_fabric,
     attr: *mut sys::fi_eq_attr,
     out: *mut *mut sys::fid_eq,
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: called through the fabric's ops table.
-    match unsafe { FabricObj::state(f) } {
+    match unsafe { FabricObj::<E>::state(f) } {
         // SAFETY: fi_eq_open's contract on `attr` and `out`.
         Some(fab) => unsafe { eq::open(&fab.eqs, &fab.refs, attr, out, context) },
         None => neg(Error::Inval),
@@ -388,22 +462,60 @@ unsafe extern "C" fn no_trywait(_: *mut sys::fid_fabric, _: *mut *mut sys::fid, 
 
 unsafe extern "C" fn cleanup() {}
 
-/// What `fi_prov_ini` returns. libfabric writes into `context` (its own bookkeeping),
-/// so this is a mutable static that only libfabric touches after we hand it out.
-static mut PROVIDER: sys::fi_provider = sys::fi_provider {
-    version: VERSION,
-    fi_version: FI_VERSION,
-    context: sys::fi_context {
-        internal: [ptr::null_mut(); 4],
-    },
-    name: c"fab_shm".as_ptr(),
-    getinfo: Some(getinfo),
-    fabric: Some(fabric),
-    cleanup: Some(cleanup),
-};
+/// The `struct fi_provider` of provider `E`.
+const fn provider<E: Exposed>() -> sys::fi_provider {
+    sys::fi_provider {
+        version: VERSION,
+        fi_version: FI_VERSION,
+        context: sys::fi_context {
+            internal: [ptr::null_mut(); 4],
+        },
+        name: E::C_NAME.as_ptr(),
+        getinfo: Some(getinfo::<E>),
+        fabric: Some(fabric::<E>),
+        cleanup: Some(cleanup),
+    }
+}
+
+/// What `fi_prov_ini` returns, one per provider. libfabric writes into `context` (its
+/// own bookkeeping), so these are mutable statics that only libfabric touches after we
+/// hand one out.
+static mut SHM: sys::fi_provider = provider::<fabric_shm::Shm>();
+static mut TCP: sys::fi_provider = provider::<fabric_tcp::Tcp>();
+
+/// The name this library was loaded under, from `lib<name>-fi.so`.
+fn installed_name() -> Option<String> {
+    // SAFETY: all-zero is a valid `Dl_info` (null pointers), filled in by dladdr.
+    let mut dl: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let here = fi_prov_ini as *const c_void;
+    // SAFETY: `here` is an address inside this library and `dl` is writable.
+    if unsafe { libc::dladdr(here, &mut dl) } == 0 || dl.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr returned a NUL-terminated path that lives as long as the mapping.
+    let path = unsafe { CStr::from_ptr(dl.dli_fname) }.to_str().ok()?;
+    let file = path.rsplit('/').next()?;
+    Some(file.strip_prefix("lib")?.strip_suffix("-fi.so")?.to_owned())
+}
 
 /// The plugin's entry point: libfabric `dlsym`s it and registers what it returns.
+///
+/// One library serves every provider: it answers as the provider whose name it was
+/// installed under (`libfab_shm-fi.so`, `libfab_tcp-fi.so`; libfabric registers one
+/// provider per library file), and returns NULL (nothing registered) under any other
+/// name.
 #[no_mangle]
 pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
-    ptr::addr_of_mut!(PROVIDER)
+    let name = installed_name();
+    let is = |n: &CStr| name.as_deref().map(str::as_bytes) == Some(n.to_bytes());
+    if is(<fabric_tcp::Tcp as Exposed>::C_NAME) {
+        ptr::addr_of_mut!(TCP)
+    } else if is(<fabric_shm::Shm as Exposed>::C_NAME) {
+        ptr::addr_of_mut!(SHM)
+    } else {
+        eprintln!(
+            "fabric-ofi: loaded as {name:?}; install it as libfab_shm-fi.so or libfab_tcp-fi.so"
+        );
+        ptr::null_mut()
+    }
 }

@@ -2,7 +2,7 @@
 //! entries are `extern "C"` functions monomorphized for `S` (and, for CQ reads, for the
 //! C entry format). A call from C is one indirect call into the static stack's path.
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -20,12 +20,12 @@ use fabric::{
 
 use crate::fid::{neg, ret, sret, Obj};
 use crate::sys;
-use crate::Plugin;
+use crate::Exposed;
 
 /// The stacks the plugin runs on: every one stores tagged completions, which each C
 /// CQ format is built from.
-pub trait St: Config<Cq = fabric::CqTagged> {}
-impl<S: Config<Cq = fabric::CqTagged>> St for S {}
+pub trait St: Config<Cq = fabric::CqTagged, Provider: Exposed> {}
+impl<S: Config<Cq = fabric::CqTagged, Provider: Exposed>> St for S {}
 
 /// Counts of objects depending on another one, which cannot close while any is open.
 #[derive(Default)]
@@ -125,7 +125,7 @@ fn ptr_of<T>(t: &'static T) -> *mut T {
 ///
 /// # Safety
 /// `p` is NULL or points to `len` readable bytes that outlive the use.
-unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
+pub(crate) unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
     if len == 0 {
         Some(&[])
     } else if p.is_null() || len > isize::MAX as usize {
@@ -943,7 +943,7 @@ const fn av_ops<S: St>() -> sys::fi_ops_av {
     sys::fi_ops_av {
         size: core::mem::size_of::<sys::fi_ops_av>(),
         insert: Some(av_insert::<S>),
-        insertsvc: Some(av_insertsvc),
+        insertsvc: Some(av_insertsvc::<S>),
         insertsym: Some(av_insertsym),
         remove: Some(av_remove::<S>),
         lookup: Some(av_lookup::<S>),
@@ -967,36 +967,74 @@ unsafe extern "C" fn av_insert<S: St>(
     if flags & !(sys::FI_MORE as u64 | sys::FI_SYNC_ERR) != 0 {
         return neg(Error::BadFlags);
     }
-    let len = <Plugin as crate::Exposed>::ADDR_LEN;
-    let Some(total) = count.checked_mul(len) else {
-        return neg(Error::Inval);
-    };
-    // SAFETY: `addr` holds `count` addresses of our length by fi_av_insert's contract.
-    let Some(all) = (unsafe { bytes(addr, total) }) else {
-        return neg(Error::Inval);
-    };
+    let mut at = addr.cast::<u8>();
     let mut done = 0;
-    for (i, name) in all.chunks_exact(len).enumerate() {
+    for i in 0..count {
+        // SAFETY: `addr` holds `count` of our addresses by fi_av_insert's contract, and
+        // each is at least as long as its head.
+        let Some(head) = (unsafe { bytes(at.cast(), <S::Provider as Exposed>::ADDR_HEAD) }) else {
+            return neg(Error::Inval);
+        };
+        let Some(len) = <S::Provider as Exposed>::addr_len(head) else {
+            // Without a length the next addresses cannot be found.
+            return if done == 0 {
+                neg(Error::Inval)
+            } else {
+                done as c_int
+            };
+        };
+        // SAFETY: as above; the head says how long this address is.
+        let Some(name) = (unsafe { bytes(at.cast(), len) }) else {
+            return neg(Error::Inval);
+        };
         let r = a.av.insert(name);
         if !fi_addr.is_null() {
             // SAFETY: `fi_addr` has `count` slots by fi_av_insert's contract.
             unsafe { *fi_addr.add(i) = r.map_or(u64::MAX, |f| f.0) };
         }
         done += usize::from(r.is_ok());
+        // SAFETY: still within the caller's array, or one past its end.
+        at = unsafe { at.add(len) };
     }
     done as c_int
 }
 
-unsafe extern "C" fn av_insertsvc(
-    _: *mut sys::fid_av,
-    _: *const c_char,
-    _: *const c_char,
-    _: *mut sys::fi_addr_t,
-    _: u64,
-    _: *mut c_void,
+unsafe extern "C" fn av_insertsvc<S: St>(
+    av: *mut sys::fid_av,
+    node: *const c_char,
+    service: *const c_char,
+    fi_addr: *mut sys::fi_addr_t,
+    flags: u64,
+    _context: *mut c_void,
 ) -> c_int {
-    // Our addresses come from fi_getname; no node/service names them.
-    -(sys::FI_ENOSYS as c_int)
+    // shm addresses come from fi_getname; no node/service names them.
+    if !<S::Provider as Exposed>::NODE_SERVICE {
+        return -(sys::FI_ENOSYS as c_int);
+    }
+    // SAFETY: called through this type's ops table.
+    let Some(a) = (unsafe { AvObj::<S>::state(av) }) else {
+        return neg(Error::Inval);
+    };
+    if flags & !(sys::FI_MORE as u64 | sys::FI_SYNC_ERR) != 0 {
+        return neg(Error::BadFlags);
+    }
+    if node.is_null() || service.is_null() {
+        return neg(Error::Inval);
+    }
+    // SAFETY: non-NULL C strings by fi_av_insertsvc's contract.
+    let (n, svc) = unsafe { (CStr::from_ptr(node), CStr::from_ptr(service)) };
+    let (Ok(n), Ok(svc)) = (n.to_str(), svc.to_str()) else {
+        return neg(Error::Inval);
+    };
+    let r = a.av.insert_svc(n, svc);
+    if !fi_addr.is_null() {
+        // SAFETY: one slot by fi_av_insertsvc's contract.
+        unsafe { *fi_addr = r.as_ref().map_or(u64::MAX, |f| f.0) };
+    }
+    match r {
+        Ok(_) => 1,
+        Err(e) => neg(e),
+    }
 }
 
 unsafe extern "C" fn av_insertsym(
@@ -1061,7 +1099,7 @@ unsafe extern "C" fn av_lookup<S: St>(
 ///
 /// # Safety
 /// `len` is valid; `buf` is NULL or has `*len` writable bytes.
-unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
+pub(crate) unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
     // SAFETY: the caller's contract.
     let room = if buf.is_null() { 0 } else { unsafe { *len } };
     let n = name.len().min(room);
@@ -1089,11 +1127,11 @@ unsafe extern "C" fn av_straddr<S: St>(
         return ptr::null();
     };
     // SAFETY: `addr` is one of our addresses by fi_av_straddr's contract.
-    let (Some(name), false, false) = (
-        unsafe { bytes(addr, <Plugin as crate::Exposed>::ADDR_LEN) },
-        buf.is_null(),
-        len.is_null(),
-    ) else {
+    let name = unsafe { bytes(addr, <S::Provider as Exposed>::ADDR_HEAD) }
+        .and_then(<S::Provider as Exposed>::addr_len)
+        // SAFETY: as above; the head says how long the address is.
+        .and_then(|len| unsafe { bytes(addr, len) });
+    let (Some(name), false, false) = (name, buf.is_null(), len.is_null()) else {
         return ptr::null();
     };
     let mut s = a.av.straddr(name).into_bytes();
@@ -1276,12 +1314,13 @@ unsafe extern "C" fn ep_open<S: St>(
     if out.is_null() {
         return neg(Error::Inval);
     }
-    let info = if info.is_null() {
-        dom.info.clone()
+    let (info, request) = if info.is_null() {
+        (dom.info.clone(), ptr::null_mut())
     } else {
         // SAFETY: a valid fi_info by fi_endpoint's contract.
-        match unsafe { crate::info_from_app(info) } {
-            Ok(i) => i,
+        match unsafe { crate::info_from_app::<S::Provider>(info) } {
+            // SAFETY: as above.
+            Ok(i) => (i, unsafe { (*info).handle }),
             Err(e) => return neg(e),
         }
     };
@@ -1289,6 +1328,10 @@ unsafe extern "C" fn ep_open<S: St>(
         Ok(e) => e,
         Err(e) => return neg(e),
     };
+    // The endpoint holds the request it will accept; C's handle is no longer needed.
+    if !request.is_null() {
+        crate::cm::release(request);
+    }
     let st = EpState {
         ep,
         holds: Holds::default(),
@@ -1304,8 +1347,15 @@ unsafe extern "C" fn ep_open<S: St>(
         atomic: ptr_of(const { &atomic_ops::<S>() }),
         collective: ptr_of(&crate::nosys::COLL),
     };
+    let p = EpObj::<S>::create(hdr, st, sys::FI_CLASS_EP);
+    // SAFETY: just created, live.
+    if let Some(s) = unsafe { EpObj::<S>::state(p) } {
+        // Connection events name the endpoint by its fid, as C compares them; RDM
+        // and DGRAM endpoints have none (and say so).
+        let _ = s.ep.set_fid_context(fabric::Context(p as usize));
+    }
     // SAFETY: `out` is non-NULL and writable by fi_endpoint's contract.
-    unsafe { *out = EpObj::<S>::create(hdr, st, sys::FI_CLASS_EP).cast() };
+    unsafe { *out = p.cast() };
     0
 }
 
@@ -1377,8 +1427,22 @@ unsafe extern "C" fn ep_bind<S: St>(f: *mut sys::fid, b: *mut sys::fid, flags: u
             }
             ret(r)
         }
-        // EQs and shared contexts are not offered through the plugin yet.
-        sys::FI_CLASS_EQ | sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => neg(Error::NoSys),
+        // An EQ runs on the fabric's EQ stack: endpoints on it (MSG ones always) take
+        // one; others are on another stack and cannot yet.
+        sys::FI_CLASS_EQ => {
+            if flags != 0 {
+                return neg(Error::BadFlags);
+            }
+            match crate::eq::lookup::<S>(b) {
+                Some(q) => ret(e.ep.bind_eq(q)),
+                None if crate::eq::lookup::<crate::eq::EqStack<S::Provider>>(b).is_some() => {
+                    neg(Error::NoSys)
+                }
+                None => neg(Error::Inval),
+            }
+        }
+        // Shared contexts are not offered through the plugin yet.
+        sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => neg(Error::NoSys),
         _ => neg(Error::Inval),
     }
 }
@@ -1526,12 +1590,12 @@ const fn cm_ops<S: St>() -> sys::fi_ops_cm {
         size: core::mem::size_of::<sys::fi_ops_cm>(),
         setname: Some(cm_setname),
         getname: Some(cm_getname::<S>),
-        getpeer: Some(cm_getpeer),
-        connect: Some(cm_connect),
+        getpeer: Some(cm_getpeer::<S>),
+        connect: Some(cm_connect::<S>),
         listen: Some(cm_listen),
-        accept: Some(cm_accept),
+        accept: Some(cm_accept::<S>),
         reject: Some(cm_reject),
-        shutdown: Some(cm_shutdown),
+        shutdown: Some(cm_shutdown::<S>),
         join: Some(cm_join),
     }
 }
@@ -1555,22 +1619,64 @@ unsafe extern "C" fn cm_getname<S: St>(
 unsafe extern "C" fn cm_setname(_: *mut sys::fid, _: *mut c_void, _: usize) -> c_int {
     -(sys::FI_ENOSYS as c_int)
 }
-unsafe extern "C" fn cm_getpeer(_: *mut sys::fid_ep, _: *mut c_void, _: *mut usize) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn cm_connect(
-    _: *mut sys::fid_ep,
-    _: *const c_void,
-    _: *const c_void,
-    _: usize,
+unsafe extern "C" fn cm_getpeer<S: St>(
+    f: *mut sys::fid_ep,
+    addr: *mut c_void,
+    addrlen: *mut usize,
 ) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    if addrlen.is_null() {
+        return neg(Error::Inval);
+    }
+    match e.ep.peer() {
+        // SAFETY: `addrlen` is valid, `addr` NULL or `*addrlen` bytes (fi_getpeer).
+        Ok(name) => unsafe { copy_out(&name, addr, addrlen) },
+        Err(err) => neg(err),
+    }
+}
+unsafe extern "C" fn cm_connect<S: St>(
+    f: *mut sys::fid_ep,
+    addr: *const c_void,
+    param: *const c_void,
+    paramlen: usize,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    // SAFETY: `addr` is one of our addresses by fi_connect's contract; its head says
+    // how long it is.
+    let name = unsafe { bytes(addr, <S::Provider as Exposed>::ADDR_HEAD) }
+        .and_then(<S::Provider as Exposed>::addr_len)
+        // SAFETY: as above.
+        .and_then(|len| unsafe { bytes(addr, len) });
+    // SAFETY: `param` holds `paramlen` bytes by fi_connect's contract.
+    let (Some(name), Some(data)) = (name, unsafe { bytes(param, paramlen) }) else {
+        return neg(Error::Inval);
+    };
+    ret(e.ep.connect(name, data))
 }
 unsafe extern "C" fn cm_listen(_: *mut sys::fid_pep) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+    // An active endpoint does not listen; passive ones have their own table.
+    neg(Error::Inval)
 }
-unsafe extern "C" fn cm_accept(_: *mut sys::fid_ep, _: *const c_void, _: usize) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+unsafe extern "C" fn cm_accept<S: St>(
+    f: *mut sys::fid_ep,
+    param: *const c_void,
+    paramlen: usize,
+) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    // SAFETY: `param` holds `paramlen` bytes by fi_accept's contract.
+    match unsafe { bytes(param, paramlen) } {
+        Some(data) => ret(e.ep.accept(data)),
+        None => neg(Error::Inval),
+    }
 }
 unsafe extern "C" fn cm_reject(
     _: *mut sys::fid_pep,
@@ -1578,10 +1684,17 @@ unsafe extern "C" fn cm_reject(
     _: *const c_void,
     _: usize,
 ) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+    neg(Error::Inval)
 }
-unsafe extern "C" fn cm_shutdown(_: *mut sys::fid_ep, _: u64) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
+unsafe extern "C" fn cm_shutdown<S: St>(f: *mut sys::fid_ep, flags: u64) -> c_int {
+    // SAFETY: called through this type's ops table.
+    let Some(e) = (unsafe { EpObj::<S>::state(f) }) else {
+        return neg(Error::Inval);
+    };
+    if flags != 0 {
+        return neg(Error::BadFlags);
+    }
+    ret(e.ep.shutdown())
 }
 unsafe extern "C" fn cm_join(
     _: *mut sys::fid_ep,

@@ -1,7 +1,7 @@
 //! The plugin under real libfabric programs: a C test of the API and its misuse
 //! (`tests/plugin_c/api.c`, compiled with `cc` against `-lfabric`), `fi_info` and
-//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` through
-//! `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
+//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` and
+//! `libfab_tcp-fi.so` (the same library under two names) through `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,10 @@ fn provider_dir() -> PathBuf {
         .expect("libfabric_ofi.so built next to the test binary");
         let dir = std::env::temp_dir().join(format!("fabric-ofi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::copy(&so, dir.join("libfab_shm-fi.so")).expect("copy plugin");
+        // One library serves both providers, by the name it is installed under.
+        for name in ["fab_shm", "fab_tcp"] {
+            std::fs::copy(&so, dir.join(format!("lib{name}-fi.so"))).expect("copy plugin");
+        }
         dir
     })
     .clone()
@@ -74,11 +77,17 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over the plugin;
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over fab_shm;
 /// returns its output after asserting it succeeded.
 fn run_c(name: &str) -> String {
+    run_c_on(name, "fab_shm")
+}
+
+/// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over provider
+/// `prov` (`FAB_PROV`); returns its output after asserting it succeeded.
+fn run_c_on(name: &str, prov: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/plugin_c/{name}.c"));
-    let bin = provider_dir().join(name);
+    let bin = provider_dir().join(format!("{name}-{prov}"));
     let cc = run(
         Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
@@ -90,7 +99,7 @@ fn run_c(name: &str) -> String {
     );
     assert!(cc.status.success(), "cc failed:\n{}", text(&cc));
     let out = run(
-        with_plugin(&mut Command::new(&bin)),
+        with_plugin(Command::new(&bin).env("FAB_PROV", prov)),
         Duration::from_secs(120),
         name,
     );
@@ -121,6 +130,49 @@ fn c_api_suite() {
 #[test]
 fn c_two_processes_rma_atomics_messages() {
     let t = run_c("xproc");
+    assert!(t.contains("ok two processes"), "{t}");
+}
+
+/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, EQ) on
+/// fab_tcp.
+#[test]
+fn c_api_suite_tcp() {
+    let t = run_c_on("api", "fab_tcp");
+    for part in [
+        "provider fab_tcp",
+        "ok getinfo",
+        "ok messages (stack 0)",
+        "ok messages (stack 1)",
+        "ok format 1 (stack 0)",
+        "ok format 4 (stack 1)",
+        "ok misuse",
+        "ok counters and waits",
+        "ok eq",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
+/// Passive endpoint, reject with data (readerr), accept with data, a message,
+/// getpeer and shutdown on fab_tcp, each CM event naming its object.
+#[test]
+fn c_connection_management_tcp() {
+    let t = run_c_on("cm", "fab_tcp");
+    for part in [
+        "ok reject",
+        "ok accept",
+        "ok message",
+        "ok shutdown",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
+#[test]
+fn c_two_processes_tcp() {
+    let t = run_c_on("xproc", "fab_tcp");
     assert!(t.contains("ok two processes"), "{t}");
 }
 
@@ -191,10 +243,16 @@ fn pingpong(args: &[&str]) -> (String, String) {
     pingpong_ep("rdm", args)
 }
 
-/// `fi_pingpong` server and client on endpoint type `ep`; returns both outputs.
+/// `fi_pingpong` server and client over fab_shm on endpoint type `ep`.
 fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
+    pingpong_on("fab_shm", ep, args)
+}
+
+/// `fi_pingpong` server and client over provider `prov` on endpoint type `ep`;
+/// returns both outputs.
+fn pingpong_on(prov: &str, ep: &str, args: &[&str]) -> (String, String) {
     let port = free_port().to_string();
-    let server = with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+    let server = with_plugin(Command::new("fi_pingpong").args(["-p", prov, "-e", ep]))
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -207,7 +265,7 @@ fn pingpong_ep(ep: &str, args: &[&str]) -> (String, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = run(
-        with_plugin(Command::new("fi_pingpong").args(["-p", "fab_shm", "-e", ep]))
+        with_plugin(Command::new("fi_pingpong").args(["-p", prov, "-e", ep]))
             .args(args)
             .args(["-P", &port, "127.0.0.1"]),
         Duration::from_secs(300),
@@ -272,5 +330,132 @@ fn fi_pingpong_dgram() {
     let (s, c) = pingpong_ep("dgram", &["-I", "200", "-S", "64", "-c"]);
     for out in [&s, &c] {
         assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}
+
+#[test]
+fn fi_info_lists_fab_tcp() {
+    let out = run(
+        with_plugin(Command::new("fi_info").args(["-p", "fab_tcp", "-v", "-t", "FI_EP_RDM"])),
+        Duration::from_secs(60),
+        "fi_info -v -p fab_tcp",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "fi_info failed:\n{t}");
+    for want in [
+        "prov_name: fab_tcp",
+        "type: FI_EP_RDM",
+        "FI_TAGGED",
+        "FI_LOCAL_COMM",
+        "FI_REMOTE_COMM",
+        "FI_DIRECTED_RECV",
+        "addr_format: FI_SOCKADDR_IN",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    for absent in ["FI_TRIGGER", "FI_RMA_EVENT"] {
+        assert!(!t.contains(absent), "{absent} claimed:\n{t}");
+    }
+}
+
+#[test]
+fn fi_pingpong_tcp_all_sizes_with_data_checks() {
+    let (s, c) = pingpong_on("fab_tcp", "rdm", &["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().any(|&(size, _)| size == 1), "{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
+    }
+}
+
+#[test]
+fn fi_pingpong_tcp_tagged_small() {
+    let (s, c) = pingpong_on(
+        "fab_tcp",
+        "rdm",
+        &["-I", "200", "-S", "64", "-m", "tagged", "-c"],
+    );
+    for out in [&s, &c] {
+        assert_eq!(rows(out), vec![(64, 200)], "{out}");
+    }
+}
+
+/// `tests/mpi/p2p.c` built with mpicc, once per test process.
+fn mpi_p2p() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/p2p.c");
+        let bin = provider_dir().join("mpi_p2p");
+        let cc = run(
+            Command::new("mpicc")
+                .args(["-O1", "-Wall", "-Werror", "-o"])
+                .arg(&bin)
+                .arg(&src),
+            Duration::from_secs(120),
+            "mpicc",
+        );
+        assert!(cc.status.success(), "mpicc failed:\n{}", text(&cc));
+        bin
+    })
+    .clone()
+}
+
+/// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
+/// fab_tcp, unmodified; asserts it succeeded and that fab_tcp carried it.
+fn mpi_over_fab_tcp(n: u32) {
+    let out = run(
+        with_plugin(Command::new("mpirun").args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+            "--mca",
+            "pml",
+            "cm",
+            "--mca",
+            "mtl",
+            "ofi",
+            "--mca",
+            "mtl_ofi_provider_include",
+            "fab_tcp",
+            "--mca",
+            "mtl_base_verbose",
+            "100",
+            "-x",
+            "FI_PROVIDER_PATH",
+        ]))
+        .arg(mpi_p2p()),
+        Duration::from_secs(240),
+        "mpirun",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "mpirun failed:\n{t}");
+    assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
+    // Every rank's mtl ofi opened our provider.
+    let opened = t.matches("mtl:ofi:provider: fab_tcp").count();
+    assert_eq!(opened, n as usize, "{t}");
+}
+
+#[test]
+fn open_mpi_mtl_ofi_two_ranks() {
+    mpi_over_fab_tcp(2);
+}
+
+#[test]
+fn open_mpi_mtl_ofi_four_ranks() {
+    mpi_over_fab_tcp(4);
+}
+
+#[test]
+fn fi_pingpong_tcp_msg_all_sizes_with_data_checks() {
+    let (s, c) = pingpong_on("fab_tcp", "msg", &["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().any(|&(size, _)| size == 1), "{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
     }
 }

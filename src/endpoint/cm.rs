@@ -25,6 +25,7 @@ use crate::eq::EventQueue;
 use crate::error::{Error, Result};
 use crate::info::{ConnHandle, Info};
 use crate::lock::Lock;
+use crate::types::Context;
 
 use super::Endpoint;
 
@@ -44,6 +45,13 @@ impl<S: Config> PassiveEndpoint<S> {
     /// `fi_pep_bind` of an event queue (once; `Err(Inval)` for a second one).
     pub fn bind_eq(&self, eq: &EventQueue<S>) -> Result<()> {
         self.inner.bind_eq(&eq.inner)
+    }
+
+    /// What this endpoint's `FI_CONNREQ` events report as their object
+    /// ([`EqEntry::fid_context`](crate::EqEntry::fid_context); `Context::NULL` until
+    /// set): a C binding passes the address of the endpoint's `fid`.
+    pub fn set_fid_context(&self, c: Context) {
+        self.inner.set_fid_context(c);
     }
 
     /// `fi_listen`: from now on connects to [`name`](Self::name) arrive as
@@ -110,6 +118,17 @@ impl<S: Config> Endpoint<S> {
     /// `Err(NotConn)` when not connected.
     pub fn shutdown(&self) -> Result<()> {
         self.ep().shutdown_conn()
+    }
+
+    /// What this MSG endpoint's connection events (and their errors) report as their
+    /// object ([`EqEntry::fid_context`](crate::EqEntry::fid_context); `Context::NULL`
+    /// until set): a C binding passes the address of the endpoint's `fid`.
+    /// `Err(OpNotSupp)` on an RDM or DGRAM endpoint, which has no connection events.
+    pub fn set_fid_context(&self, c: Context) -> Result<()> {
+        let conn = self.ep().conn.as_ref().ok_or(Error::OpNotSupp)?;
+        conn.fid_context
+            .store(c.0, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// `fi_getpeer`: the raw address of the connected peer; `Err(NotConn)` before the

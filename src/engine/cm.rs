@@ -5,7 +5,7 @@
 //! ([`ConnectionManager`]); the EQ events and the endpoint's state are kept here, the
 //! same for every provider.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::attr::EpType;
@@ -62,6 +62,8 @@ pub(crate) struct PepInner<S: Config> {
     info: Info,
     eq: LockOf<S, Option<Arc<EqInner<S>>>>,
     listening: LockOf<S, bool>,
+    /// What this endpoint's `FI_CONNREQ` events report as their `fid`.
+    fid_context: AtomicUsize,
 }
 
 impl<S: Config> PepInner<S> {
@@ -79,6 +81,7 @@ impl<S: Config> PepInner<S> {
             info: info.clone(),
             eq: LockOf::<S, _>::new(None),
             listening: LockOf::<S, _>::new(false),
+            fid_context: AtomicUsize::new(0),
         }))
     }
 
@@ -93,6 +96,11 @@ impl<S: Config> PepInner<S> {
         })?;
         eq.add_cm(super::CmSource::Pep(Arc::downgrade(self)));
         Ok(())
+    }
+
+    /// Sets what this endpoint's events report as their `fid`.
+    pub(crate) fn set_fid_context(&self, c: Context) {
+        self.fid_context.store(c.0, Ordering::Relaxed);
     }
 
     /// `fi_listen`: `Err(NoEq)` without an EQ, `Err(Inval)` when already listening.
@@ -155,7 +163,7 @@ impl<S: Config> PepInner<S> {
             let h = info.handle.clone();
             let e = EqEntry {
                 event: EqEvent::ConnReq,
-                fid_context: Context::NULL,
+                fid_context: Context(self.fid_context.load(Ordering::Relaxed)),
                 context: Context::NULL,
                 data: 0,
                 info: Some(data),
@@ -259,6 +267,7 @@ impl<S: Config> EpInner<S> {
         let Some(eq) = self.eq.with(|e| e.clone()) else {
             return;
         };
+        let fid = Context(c.fid_context.load(Ordering::Relaxed));
         let mut events = Vec::new();
         CmOf::<S>::events(&self.transport, &mut |e| events.push(e));
         for ev in events {
@@ -279,16 +288,16 @@ impl<S: Config> EpInner<S> {
                         });
                     if installed {
                         c.state.with(|st| *st = ConnState::Connected);
-                        let _ = eq.post(cm_entry(EqEvent::Connected, Some(data)));
+                        let _ = eq.post(cm_entry(fid, EqEvent::Connected, Some(data)));
                     } else if up {
                         c.state.with(|st| *st = ConnState::Closed);
                         let _ = CmOf::<S>::disconnect(&self.transport);
-                        eq.post_err(cm_err(Error::ConnReset, Vec::new()));
+                        eq.post_err(cm_err(fid, Error::ConnReset, Vec::new()));
                     }
                 }
                 CmEvent::Refused { data } => {
                     c.state.with(|st| *st = ConnState::Closed);
-                    eq.post_err(cm_err(Error::ConnRefused, data));
+                    eq.post_err(cm_err(fid, Error::ConnRefused, data));
                 }
                 CmEvent::Shutdown => {
                     let was = c.state.with(|st| std::mem::replace(st, ConnState::Closed));
@@ -302,14 +311,14 @@ impl<S: Config> EpInner<S> {
                             }
                         }
                         self.drop_peer(Error::ConnReset);
-                        let _ = eq.post(cm_entry(EqEvent::Shutdown, None));
+                        let _ = eq.post(cm_entry(fid, EqEvent::Shutdown, None));
                     }
                 }
                 CmEvent::Failed(err) => {
                     let was = c.state.with(|st| std::mem::replace(st, ConnState::Closed));
                     if was != ConnState::Closed {
                         self.drop_peer(err);
-                        eq.post_err(cm_err(err, Vec::new()));
+                        eq.post_err(cm_err(fid, err, Vec::new()));
                     }
                 }
             }
@@ -317,11 +326,11 @@ impl<S: Config> EpInner<S> {
     }
 }
 
-/// A connection event of an endpoint.
-fn cm_entry(event: EqEvent, data: Option<Vec<u8>>) -> EqEntry {
+/// A connection event of the endpoint `fid` names.
+fn cm_entry(fid: Context, event: EqEvent, data: Option<Vec<u8>>) -> EqEntry {
     EqEntry {
         event,
-        fid_context: Context::NULL,
+        fid_context: fid,
         context: Context::NULL,
         data: 0,
         info: data,
@@ -330,9 +339,9 @@ fn cm_entry(event: EqEvent, data: Option<Vec<u8>>) -> EqEntry {
 }
 
 /// A connection error of an endpoint, with the peer's data (a reject's).
-fn cm_err(err: Error, data: Vec<u8>) -> EqErrEntry {
+fn cm_err(fid: Context, err: Error, data: Vec<u8>) -> EqErrEntry {
     EqErrEntry {
-        fid_context: Context::NULL,
+        fid_context: fid,
         context: Context::NULL,
         data: 0,
         err,

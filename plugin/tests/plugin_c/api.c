@@ -3,12 +3,15 @@
  * and misuse (NULL pointers, wrong classes, double close, busy objects, unknown flags
  * and versions), which must give libfabric error codes, never a crash.
  *
- * Run with FI_PROVIDER_PATH pointing at a directory holding libfab_shm-fi.so. Prints
+ * Run with FI_PROVIDER_PATH pointing at a directory holding libfab_shm-fi.so (and
+ * libfab_tcp-fi.so); FAB_PROV names the provider under test (default fab_shm). Prints
  * one line per check and exits non-zero on the first failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -19,7 +22,10 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
-#define PROV "fab_shm"
+/* The provider under test, and whether it is fab_tcp (remote peers, socket
+ * addresses) rather than fab_shm (local only, opaque names). */
+static const char *PROV = "fab_shm";
+static int tcp;
 #define VER FI_VERSION(1, 17)
 
 static int checks;
@@ -94,8 +100,12 @@ static void test_getinfo(void)
 	CHECK(strcmp(info->domain_attr->name, PROV) == 0);
 	EQ(info->ep_attr->type, FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
-	/* Only what the plugin implements is claimed. */
-	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT | FI_REMOTE_COMM), 0);
+	/* Only what the plugin implements is claimed; remote peers only over tcp. */
+	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT), 0);
+	EQ(info->caps & FI_REMOTE_COMM, tcp ? FI_REMOTE_COMM : 0);
+	CHECK(info->caps & FI_LOCAL_COMM);
+	if (tcp)
+		CHECK(info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR_IN6);
 	EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
 	EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	EQ(info->domain_attr->av_type, FI_AV_TABLE);
@@ -122,11 +132,33 @@ static void test_getinfo(void)
 	info = NULL;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	CHECK(info == NULL);
+	/* MSG endpoints: tcp has them, with manual progress (they run on the stack of the
+	 * fabric's EQs); shm does not. */
 	h->caps = FI_MSG;
 	h->ep_attr->type = FI_EP_MSG;
-	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	if (tcp) {
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), 0);
+		EQ(info->ep_attr->type, FI_EP_MSG);
+		EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+		EQ(info->caps & (FI_SOURCE | FI_DIRECTED_RECV), 0);
+		fi_freeinfo(info);
+		info = NULL;
+		/* Node and service name the local address with FI_SOURCE, else a peer. */
+		EQ(fi_getinfo(VER, "127.0.0.1", "4242", FI_SOURCE, h, &info), 0);
+		CHECK(info->src_addr != NULL && info->dest_addr == NULL);
+		EQ(((struct sockaddr_in *)info->src_addr)->sin_port, htons(4242));
+		fi_freeinfo(info);
+		EQ(fi_getinfo(VER, "127.0.0.1", "4243", 0, h, &info), 0);
+		CHECK(info->dest_addr != NULL);
+		EQ(((struct sockaddr_in *)info->dest_addr)->sin_port, htons(4243));
+		fi_freeinfo(info);
+		info = NULL;
+	} else {
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
+	}
 	h->ep_attr->type = FI_EP_RDM;
-	h->addr_format = FI_SOCKADDR_IN;
+	/* An address format that is not ours. */
+	h->addr_format = tcp ? FI_ADDR_STR : FI_SOCKADDR_IN;
 	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &info), -FI_ENODATA);
 	h->addr_format = FI_FORMAT_UNSPEC;
 	h->tx_attr->inject_size = 1 << 30;
@@ -536,8 +568,20 @@ static void test_misuse(void)
 	CHECK(fi_compare_atomicvalid(r.ep, FI_UINT64, FI_SUM, &cnt) < 0);
 	struct fi_msg_rma two = { .iov_count = 0, .rma_iov_count = 2 };
 	EQ(fi_writemsg(r.ep, &two, 0), -FI_EINVAL);
-	EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
-	EQ(fi_connect(r.ep, buf, NULL, 0), -FI_ENOSYS);
+	if (tcp) {
+		/* A host and port name a tcp address. */
+		a = FI_ADDR_NOTAVAIL;
+		EQ(fi_av_insertsvc(r.av, "127.0.0.1", "1", &a, 0, NULL), 1);
+		CHECK(a != FI_ADDR_NOTAVAIL);
+		EQ(fi_av_insertsvc(r.av, "127.0.0.1", "not-a-port", &a, 0, NULL), -FI_EINVAL);
+	} else {
+		EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
+	}
+	/* An RDM endpoint does not connect. */
+	char me[64];
+	size_t melen = sizeof(me);
+	EQ(fi_getname(&r.ep->fid, me, &melen), 0);
+	EQ(fi_connect(r.ep, me, NULL, 0), -FI_EOPNOTSUPP);
 	struct fi_av_attr map_attr = { .type = FI_AV_MAP };
 	struct fid_av *av2;
 	EQ(fi_av_open(r.domain, &map_attr, &av2, NULL), -FI_EINVAL);
@@ -686,6 +730,11 @@ static void test_eq(void)
 
 int main(void)
 {
+	const char *p = getenv("FAB_PROV");
+	if (p && *p)
+		PROV = p;
+	tcp = strcmp(PROV, "fab_tcp") == 0;
+	printf("provider %s\n", PROV);
 	test_getinfo();
 	for (variant = 0; variant < 2; variant++) {
 		test_messages();

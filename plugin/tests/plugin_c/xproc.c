@@ -1,7 +1,8 @@
 /* Two processes through the plugin: RMA writes and reads, atomics and tagged messages
  * from a parent into a child's registered region, the child progressing it (manual
  * progress) until the parent's closing message, then checking its memory. Names are
- * exchanged through pipes. Every wait has a deadline; exits non-zero on failure. */
+ * exchanged through pipes. FAB_PROV names the provider (default fab_shm). Every wait
+ * has a deadline; exits non-zero on failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct res {
 static void open_res(struct res *r)
 {
 	struct fi_info *h = fi_allocinfo();
-	h->fabric_attr->prov_name = strdup("fab_shm");
+	const char *prov = getenv("FAB_PROV");
+	h->fabric_attr->prov_name = strdup(prov && *prov ? prov : "fab_shm");
 	h->ep_attr->type = FI_EP_RDM;
 	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
 	CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &r->info) == 0);

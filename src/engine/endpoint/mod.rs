@@ -62,6 +62,8 @@ pub(crate) enum ConnState {
 pub(crate) struct Conn<S: Config> {
     pub(crate) table: Arc<AvInner<S>>,
     pub(crate) state: LockOf<S, ConnState>,
+    /// What this endpoint's connection events report as their `fid`.
+    pub(crate) fid_context: std::sync::atomic::AtomicUsize,
 }
 
 /// The shared core of an endpoint: its transport and its contexts.
@@ -132,6 +134,7 @@ impl<S: Config> EpInner<S> {
         let conn = msg.then(|| Conn {
             table: Arc::new(AvInner::connection()),
             state: LockOf::<S, _>::new(ConnState::Idle),
+            fid_context: std::sync::atomic::AtomicUsize::new(0),
         });
         if let Some(c) = &conn {
             for t in &tx {
