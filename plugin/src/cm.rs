@@ -8,13 +8,13 @@
 //! endpoint and the connection events of the endpoints that accept them.
 
 use core::ffi::{c_int, c_void};
-use core::ptr;
 
-use fabric::{ConnHandle, Context, Error, PassiveEndpoint};
+use fabric::{Context, Error, PassiveEndpoint};
 
+use crate::cmem::{bytes, copy_out};
 use crate::eq::{self, EqStack};
-use crate::fid::{neg, ret, Obj};
-use crate::objects::{bytes, copy_out, no_control, no_ops_open, Holds};
+use crate::fid::Holds;
+use crate::fid::{neg, no_control, no_ops_open, ret, Obj};
 use crate::{sys, Exposed, FabricObj};
 
 /// A passive endpoint.
@@ -24,52 +24,6 @@ pub struct PepState<E: Exposed> {
 }
 
 type PepObj<E> = Obj<sys::fid_pep, PepState<E>>;
-
-/// A connection request handed to C (`fi_info::handle` of an `FI_CONNREQ` event),
-/// until an endpoint opened from that info or `fi_reject` answered it.
-pub struct ReqState {
-    handle: ConnHandle,
-}
-
-type ReqObj = Obj<sys::fid, ReqState>;
-
-static REQ_FI_OPS: sys::fi_ops = sys::fi_ops {
-    size: core::mem::size_of::<sys::fi_ops>(),
-    close: Some(req_close),
-    bind: Some(crate::objects::no_bind),
-    control: Some(no_control),
-    ops_open: Some(no_ops_open),
-    tostr: None,
-    ops_set: None,
-};
-
-unsafe extern "C" fn req_close(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through the request's ops table.
-    unsafe { ReqObj::close(f, |_| false, |_| ()) }
-}
-
-/// A C handle for connection request `h`.
-pub(crate) fn new_request(h: ConnHandle) -> *mut sys::fid {
-    let hdr = sys::fid {
-        fclass: sys::FI_CLASS_CONNREQ as usize,
-        context: ptr::null_mut(),
-        ops: &REQ_FI_OPS as *const _ as *mut _,
-    };
-    ReqObj::create(hdr, ReqState { handle: h }, sys::FI_CLASS_CONNREQ).cast()
-}
-
-/// The connection request behind a C handle, if it is one of ours and unanswered.
-pub(crate) fn request(fid: *mut sys::fid) -> Option<ConnHandle> {
-    ReqObj::lookup(fid, sys::FI_CLASS_CONNREQ).map(|r| r.handle.clone())
-}
-
-/// Forgets the C handle of an answered request (its state holds the request alive).
-pub(crate) fn release(fid: *mut sys::fid) {
-    if ReqObj::lookup(fid, sys::FI_CLASS_CONNREQ).is_some() {
-        // SAFETY: a live request object, as the lookup just checked.
-        unsafe { req_close(fid) };
-    }
-}
 
 const fn pep_fi_ops<E: Exposed>() -> sys::fi_ops {
     sys::fi_ops {
@@ -229,7 +183,7 @@ unsafe extern "C" fn pep_reject<E: Exposed>(
     let Some(p) = (unsafe { PepObj::<E>::state(f) }) else {
         return neg(Error::Inval);
     };
-    let Some(h) = request(handle) else {
+    let Some(h) = crate::connreq::request(handle) else {
         return neg(Error::Inval);
     };
     // SAFETY: `param` holds `paramlen` bytes by fi_reject's contract.
@@ -238,7 +192,7 @@ unsafe extern "C" fn pep_reject<E: Exposed>(
     };
     let r = p.pep.reject(&h, data);
     if r.is_ok() {
-        release(handle);
+        crate::connreq::release(handle);
     }
     ret(r)
 }

@@ -15,8 +15,9 @@ use fabric::config::{Manual, Stack, ThreadSafe};
 use fabric::cq_format::CqTagged;
 use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
 
-use crate::fid::{neg, Obj};
-use crate::objects::{no_bind, no_control, no_ops_open, Holds, Refs, St};
+use crate::fid::{neg, no_bind, no_control, no_ops_open, Obj};
+use crate::fid::{Holds, Refs};
+use crate::St;
 use crate::{sys, Exposed};
 
 /// The stack fabric-level EQs run on.
@@ -170,7 +171,7 @@ unsafe fn put<E: Exposed>(e: &EqEntry, event: *mut u32, buf: *mut c_void, len: u
                 }
                 if let Some(h) = i.handle.clone() {
                     // SAFETY: `c` was just allocated and is ours.
-                    unsafe { (*c).handle = crate::cm::new_request(h) };
+                    unsafe { (*c).handle = crate::connreq::new_request(h) };
                 }
                 c
             }
@@ -376,5 +377,5 @@ unsafe extern "C" fn eq_strerror(
     len: usize,
 ) -> *const c_char {
     // SAFETY: the same contract as fi_cq_strerror.
-    unsafe { crate::objects::strerror_into(prov_errno, buf, len) }
+    unsafe { crate::cmem::strerror_into(prov_errno, buf, len) }
 }

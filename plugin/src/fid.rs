@@ -9,7 +9,8 @@
 
 use core::any::TypeId;
 use core::cell::UnsafeCell;
-use core::ffi::c_int;
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -129,5 +130,59 @@ impl<H: 'static, T: 'static> Obj<H, T> {
         // libfabric forbids using an object concurrently with its close.
         drop(unsafe { (*(*o).state.get()).take() });
         0
+    }
+}
+
+/// `bind` of objects that bind nothing.
+pub unsafe extern "C" fn no_bind(_: *mut sys::fid, _: *mut sys::fid, _: u64) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+/// `control` of objects with no control commands.
+pub unsafe extern "C" fn no_control(_: *mut sys::fid, _: c_int, _: *mut c_void) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+/// `fi_open_ops`: we have no extension ops.
+pub unsafe extern "C" fn no_ops_open(
+    _: *mut sys::fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    -(sys::FI_ENOSYS as c_int)
+}
+
+/// Counts of objects depending on another one, which cannot close while any is open.
+#[derive(Default)]
+pub struct Refs(AtomicUsize);
+
+impl Refs {
+    /// Whether any object depends on this one.
+    pub fn busy(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+/// The counters an object incremented when it was made or bound, decremented when it
+/// closes. Each points into an object that cannot close before this one.
+#[derive(Default)]
+pub(crate) struct Holds(Mutex<Vec<*const Refs>>);
+
+impl Holds {
+    pub(crate) fn add(&self, r: &Refs) {
+        r.0.fetch_add(1, Ordering::AcqRel);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(r as *const Refs);
+    }
+
+    pub(crate) fn release(&self) {
+        for r in self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            // SAFETY: the object owning `r` is busy while we hold it, so it is open.
+            unsafe { (*r).0.fetch_sub(1, Ordering::AcqRel) };
+        }
     }
 }

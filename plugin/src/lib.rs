@@ -34,7 +34,7 @@ use core::ptr;
 
 use fabric::attr::{AvKind, EpType, ProgressMode, ThreadingLevel};
 use fabric::av_type::{Map, Table};
-use fabric::config::{Auto, Manual, Stack, ThreadDomain, ThreadSafe};
+use fabric::config::{Auto, Config, Manual, Stack, ThreadDomain, ThreadSafe};
 use fabric::cq_format::CqTagged;
 use fabric::dynamic::Choice;
 use fabric::flags::Caps;
@@ -42,6 +42,8 @@ use fabric::info::{self, Hints, Info};
 use fabric::{Error, Fabric, Provider};
 
 mod cm;
+mod cmem;
+mod connreq;
 pub mod convert;
 mod eq;
 mod fid;
@@ -49,8 +51,13 @@ mod nosys;
 mod objects;
 pub mod sys;
 
+use fid::Refs;
 use fid::{neg, Obj};
-use objects::Refs;
+
+/// The stacks the plugin runs on: every one stores tagged completions, which each C
+/// CQ format is built from.
+pub trait St: Config<Cq = fabric::CqTagged, Provider: Exposed> {}
+impl<S: Config<Cq = fabric::CqTagged, Provider: Exposed>> St for S {}
 
 /// One of our providers as libfabric sees it.
 pub trait Exposed: Provider {
@@ -179,7 +186,7 @@ pub(crate) unsafe fn info_from_app<E: Exposed>(c: *const sys::fi_info) -> fabric
     let handle = unsafe { (*c).handle };
     if !handle.is_null() {
         // The connection request of an FI_CONNREQ event, or nothing of ours.
-        i.handle = Some(cm::request(handle).ok_or(Error::Inval)?);
+        i.handle = Some(connreq::request(handle).ok_or(Error::Inval)?);
     }
     i.fabric_attr.prov_name = name;
     i.fabric_attr.name = name;
@@ -280,9 +287,9 @@ const fn fabric_fi_ops<E: Exposed>() -> sys::fi_ops {
     sys::fi_ops {
         size: core::mem::size_of::<sys::fi_ops>(),
         close: Some(fabric_close::<E>),
-        bind: Some(objects::no_bind),
-        control: Some(objects::no_control),
-        ops_open: Some(objects::no_ops_open),
+        bind: Some(fid::no_bind),
+        control: Some(fid::no_control),
+        ops_open: Some(fid::no_ops_open),
         tostr: None,
         ops_set: None,
     }
@@ -427,7 +434,7 @@ unsafe extern "C" fn domain_open<E: Exposed>(
 ///
 /// # Safety
 /// As [`objects::open_domain`].
-unsafe fn open_domain_on<S: objects::St>(
+unsafe fn open_domain_on<S: St>(
     info: Info,
     parent: &Refs,
     context: *mut c_void,

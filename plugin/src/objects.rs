@@ -4,8 +4,6 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;
-use core::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use fabric::attr::{AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, CqWaitCond, MrAttr, WaitObj};
@@ -18,47 +16,10 @@ use fabric::{
     Fabric, FiAddr, MemoryRegion, RmaIov, RmaMsg, RmaMsgMut, TaggedMsgMut,
 };
 
-use crate::fid::{neg, ret, sret, Obj};
+use crate::cmem::{bytes, bytes_mut, copy_out, iovs, iovs_ref, strerror_into, MAX_IOV};
+use crate::fid::{neg, no_bind, no_control, no_ops_open, ret, sret, Holds, Obj, Refs};
 use crate::sys;
-use crate::Exposed;
-
-/// The stacks the plugin runs on: every one stores tagged completions, which each C
-/// CQ format is built from.
-pub trait St: Config<Cq = fabric::CqTagged, Provider: Exposed> {}
-impl<S: Config<Cq = fabric::CqTagged, Provider: Exposed>> St for S {}
-
-/// Counts of objects depending on another one, which cannot close while any is open.
-#[derive(Default)]
-pub struct Refs(AtomicUsize);
-
-impl Refs {
-    /// Whether any object depends on this one.
-    pub fn busy(&self) -> bool {
-        self.0.load(Ordering::Acquire) != 0
-    }
-}
-
-/// The counters an object incremented when it was made or bound, decremented when it
-/// closes. Each points into an object that cannot close before this one.
-#[derive(Default)]
-pub(crate) struct Holds(Mutex<Vec<*const Refs>>);
-
-impl Holds {
-    pub(crate) fn add(&self, r: &Refs) {
-        r.0.fetch_add(1, Ordering::AcqRel);
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(r as *const Refs);
-    }
-
-    pub(crate) fn release(&self) {
-        for r in self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-            // SAFETY: the object owning `r` is busy while we hold it, so it is open.
-            unsafe { (*r).0.fetch_sub(1, Ordering::AcqRel) };
-        }
-    }
-}
+use crate::{Exposed, St};
 
 /// A domain of stack `S`, with the fabric the core opens alongside it.
 pub struct DomainState<S: St> {
@@ -121,61 +82,7 @@ fn ptr_of<T>(t: &'static T) -> *mut T {
     t as *const T as *mut T
 }
 
-/// Bytes C passes in: NULL is allowed only for an empty buffer.
-///
-/// # Safety
-/// `p` is NULL or points to `len` readable bytes that outlive the use.
-pub(crate) unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
-    if len == 0 {
-        Some(&[])
-    } else if p.is_null() || len > isize::MAX as usize {
-        None
-    } else {
-        // SAFETY: the caller's contract.
-        Some(unsafe { core::slice::from_raw_parts(p.cast(), len) })
-    }
-}
-
-/// A receive buffer from C, as [`bytes`].
-///
-/// # Safety
-/// `p` is NULL or points to `len` writable bytes that outlive the operation.
-unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize) -> Option<&'a mut [u8]> {
-    if len == 0 {
-        Some(&mut [])
-    } else if p.is_null() || len > isize::MAX as usize {
-        None
-    } else {
-        // SAFETY: the caller's contract.
-        Some(unsafe { core::slice::from_raw_parts_mut(p.cast(), len) })
-    }
-}
-
-/// An `iovec` array from C, as slices (`None`: NULL where data is required).
-///
-/// # Safety
-/// `iov` is NULL (with `count` 0) or points to `count` iovecs whose buffers outlive the
-/// operation.
-unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a mut [u8]>> {
-    if count == 0 {
-        return Some(Vec::new());
-    }
-    // Far beyond any iov_limit: refused before a slice of that length is made.
-    if iov.is_null() || count > MAX_IOV {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let v = unsafe { core::slice::from_raw_parts(iov, count) };
-    v.iter()
-        // SAFETY: each entry's buffer by the caller's contract.
-        .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
-        .collect()
-}
-
 const EINVAL: isize = -(sys::FI_EINVAL as isize);
-
-/// The most iovec entries looked at; the core's limit is far lower and gives the error.
-const MAX_IOV: usize = 1024;
 
 // ---- domain -------------------------------------------------------------------------
 
@@ -225,27 +132,6 @@ const fn domain_fi_ops<S: St>() -> sys::fi_ops {
 unsafe extern "C" fn domain_close<S: St>(f: *mut sys::fid) -> c_int {
     // SAFETY: called through this type's ops table.
     unsafe { DomainObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
-}
-
-/// `bind` of objects that bind nothing.
-pub unsafe extern "C" fn no_bind(_: *mut sys::fid, _: *mut sys::fid, _: u64) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-
-/// `control` of objects with no control commands.
-pub unsafe extern "C" fn no_control(_: *mut sys::fid, _: c_int, _: *mut c_void) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-
-/// `fi_open_ops`: we have no extension ops.
-pub unsafe extern "C" fn no_ops_open(
-    _: *mut sys::fid,
-    _: *const c_char,
-    _: u64,
-    _: *mut *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
 }
 
 const fn domain_ops<S: St>() -> sys::fi_ops_domain {
@@ -523,7 +409,7 @@ unsafe fn read_converted<E: CEntry, const K: usize>(
 /// # Safety
 /// `buf` points to `count` writable `E`s, `src` is NULL or to `count` `fi_addr_t`s.
 #[inline]
-unsafe fn read_into<S: St, E: CEntry>(
+unsafe fn read_into<E: CEntry>(
     buf: *mut c_void,
     count: usize,
     src: *mut u64,
@@ -569,7 +455,7 @@ unsafe extern "C" fn cq_read<S: St, E: CEntry>(
         return EINVAL;
     };
     // SAFETY: fi_cq_read's contract on `buf`.
-    unsafe { read_into::<S, E>(buf, count, ptr::null_mut(), |o, _| c.cq.read(o)) }
+    unsafe { read_into::<E>(buf, count, ptr::null_mut(), |o, _| c.cq.read(o)) }
 }
 
 unsafe extern "C" fn cq_readfrom<S: St, E: CEntry>(
@@ -584,7 +470,7 @@ unsafe extern "C" fn cq_readfrom<S: St, E: CEntry>(
     };
     // SAFETY: fi_cq_readfrom's contract on `buf` and `src`.
     unsafe {
-        read_into::<S, E>(buf, count, src, |o, s| match s {
+        read_into::<E>(buf, count, src, |o, s| match s {
             Some(s) => c.cq.read_from(o, s),
             None => c.cq.read(o),
         })
@@ -623,7 +509,7 @@ unsafe extern "C" fn cq_sreadfrom<S: St, E: CEntry>(
     let t = timeout(ms);
     // SAFETY: fi_cq_sreadfrom's contract on `buf` and `src`.
     unsafe {
-        read_into::<S, E>(buf, count, src, |o, s| match s {
+        read_into::<E>(buf, count, src, |o, s| match s {
             Some(s) => c.cq.sread_from(o, s, threshold, t),
             None => c.cq.sread(o, threshold, t),
         })
@@ -684,26 +570,6 @@ unsafe extern "C" fn cq_strerror(
 ) -> *const c_char {
     // SAFETY: fi_cq_strerror's contract on `buf`.
     unsafe { strerror_into(prov_errno, buf, len) }
-}
-
-/// The text for a `prov_errno` (ours are libfabric error numbers), copied into C's
-/// buffer when it gives one, else libfabric's static string.
-///
-/// # Safety
-/// `buf` is NULL or has `len` writable bytes.
-pub unsafe fn strerror_into(prov_errno: c_int, buf: *mut c_char, len: usize) -> *const c_char {
-    // SAFETY: fi_strerror returns a static string for any number.
-    let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
-    if !buf.is_null() && len > 0 {
-        // SAFETY: `s` is a C string; `buf` has `len` bytes by the caller's contract.
-        unsafe {
-            let n = libc::strlen(s).min(len - 1);
-            ptr::copy_nonoverlapping(s, buf, n);
-            *buf.add(n) = 0;
-        }
-        return buf;
-    }
-    s
 }
 
 // ---- counters -------------------------------------------------------------------------
@@ -1094,28 +960,6 @@ unsafe extern "C" fn av_lookup<S: St>(
     }
 }
 
-/// Copies `name` into C's buffer of `*len` bytes, truncating, and sets `*len` to the
-/// full length: `-FI_ETOOSMALL` when it was truncated (libfabric's convention).
-///
-/// # Safety
-/// `len` is valid; `buf` is NULL or has `*len` writable bytes.
-pub(crate) unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
-    // SAFETY: the caller's contract.
-    let room = if buf.is_null() { 0 } else { unsafe { *len } };
-    let n = name.len().min(room);
-    if n > 0 {
-        // SAFETY: `n <= *len` bytes fit in `buf`.
-        unsafe { ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), n) };
-    }
-    // SAFETY: the caller's contract.
-    unsafe { *len = name.len() };
-    if n < name.len() {
-        neg(Error::TooSmall)
-    } else {
-        0
-    }
-}
-
 unsafe extern "C" fn av_straddr<S: St>(
     av: *mut sys::fid_av,
     addr: *const c_void,
@@ -1330,7 +1174,7 @@ unsafe extern "C" fn ep_open<S: St>(
     };
     // The endpoint holds the request it will accept; C's handle is no longer needed.
     if !request.is_null() {
-        crate::cm::release(request);
+        crate::connreq::release(request);
     }
     let st = EpState {
         ep,
@@ -1805,15 +1649,6 @@ unsafe extern "C" fn msg_send<S: St>(
     // SAFETY: fi_send's contract on `buf` (copied before this returns).
     let b = buf_or_inval!(unsafe { bytes(buf, len) });
     sret(e.ep.send(b, FiAddr(dest), Context(context as usize)))
-}
-
-/// Gather list from C iovecs (read-only view of [`iovs`]).
-///
-/// # Safety
-/// As [`iovs`].
-unsafe fn iovs_ref<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a [u8]>> {
-    // SAFETY: the caller's contract.
-    unsafe { iovs(iov, count) }.map(|v| v.into_iter().map(|b| &*b).collect())
 }
 
 unsafe extern "C" fn msg_sendv<S: St>(
