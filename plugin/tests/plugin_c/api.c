@@ -446,6 +446,100 @@ static void test_messages(void)
 	printf("ok messages (stack %d)\n", variant);
 }
 
+/* Open MPI's synchronous send over a matched probe (MPI_Issend, MPI_Mprobe, MPI_Mrecv in
+ * mtl ofi): the sender posts the acknowledgement's receive, then sends with a "sync"
+ * tag bit and its rank as remote CQ data; the receiver peeks and claims the message,
+ * receives it by the claiming context, and answers with a zero-byte fi_tsendmsg
+ * (dummy iovec, no FI_COMPLETION) whose tag is built from the claimed entry's tag. */
+static void test_peek_claim(void)
+{
+	struct res r;
+	struct fid_cq *cq;
+	open_res(&r, &cq, 1);
+	const uint64_t SYNC = 1ULL << 61, ACK = 1ULL << 60, T = 0x0000000700000003ULL;
+	char out[16] = "sixteen bytes!!", in[16], ackbuf[1];
+	struct fi_cq_tagged_entry e;
+	struct fi_context ctx_ack, ctx_claim, ctx_peek;
+
+	EQ(fi_trecv(r.ep, ackbuf, 0, NULL, r.self, T | ACK, 0, &ctx_ack), 0);
+	EQ(fi_tinjectdata(r.ep, out, 16, 5, r.self, T | SYNC), 0);
+
+	/* A peek that matches nothing: FI_ENOMSG as an error entry. */
+	struct iovec none = { NULL, 0 };
+	struct fi_msg_tagged pm = { .msg_iov = NULL, .iov_count = 0, .addr = FI_ADDR_UNSPEC,
+				    .tag = 0x99, .ignore = 0, .context = &ctx_peek };
+	EQ(fi_trecvmsg(r.ep, &pm, FI_PEEK | FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), -FI_EAVAIL);
+	struct fi_cq_err_entry err;
+	memset(&err, 0, sizeof(err));
+	EQ(fi_cq_readerr(cq, &err, 0), 1);
+	EQ(err.err, FI_ENOMSG);
+	CHECK(err.op_context == &ctx_peek);
+
+	/* Peek and claim, polling until the message is there (it may be in flight). */
+	pm.tag = T;
+	pm.ignore = SYNC | ACK;
+	pm.context = &ctx_claim;
+	double end = now() + 5;
+	for (;;) {
+		EQ(fi_trecvmsg(r.ep, &pm, FI_PEEK | FI_CLAIM | FI_COMPLETION), 0);
+		ssize_t n = read_one(cq, &e);
+		if (n == 1)
+			break;
+		EQ(n, -FI_EAVAIL);
+		EQ(fi_cq_readerr(cq, &err, 0), 1);
+		EQ(err.err, FI_ENOMSG);
+		CHECK(now() < end);
+	}
+	CHECK(e.op_context == &ctx_claim);
+	EQ(e.tag, T | SYNC);
+	EQ(e.len, 16);
+	CHECK(e.flags & FI_REMOTE_CQ_DATA);
+	EQ(e.data, 5);
+
+	/* The claimed message, received by its context (mtl ofi passes addr 0). */
+	struct iovec iov = { in, sizeof(in) };
+	struct fi_msg_tagged cm = { .msg_iov = &iov, .iov_count = 1, .addr = 0,
+				    .tag = e.tag, .ignore = SYNC | ACK, .context = &ctx_claim };
+	memset(in, 0, sizeof(in));
+	EQ(fi_trecvmsg(r.ep, &cm, FI_CLAIM | FI_COMPLETION), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_claim);
+	EQ(e.tag, T | SYNC);
+	EQ(e.len, 16);
+	CHECK((e.flags & (FI_RECV | FI_TAGGED)) == (FI_RECV | FI_TAGGED));
+	CHECK(e.flags & FI_REMOTE_CQ_DATA);
+	EQ(e.data, 5);
+	CHECK(memcmp(in, out, 16) == 0);
+	/* The same context claims nothing more. */
+	CHECK(fi_trecvmsg(r.ep, &cm, FI_CLAIM | FI_COMPLETION) < 0);
+
+	/* The acknowledgement. The CQ was bound without FI_SELECTIVE_COMPLETION, so the
+	 * send completes too, with its NULL context. */
+	struct fi_msg_tagged am = { .msg_iov = &none, .iov_count = 1, .addr = r.self,
+				    .tag = (e.tag | ACK) & ~SYNC, .context = NULL };
+	EQ(fi_tsendmsg(r.ep, &am, 0), 0);
+	int acked = 0, sent = 0;
+	for (int k = 0; k < 2; k++) {
+		EQ(read_one(cq, &e), 1);
+		if (e.op_context == NULL) {
+			CHECK(e.flags & FI_SEND);
+			sent++;
+			continue;
+		}
+		CHECK(e.op_context == &ctx_ack);
+		EQ(e.tag, T | ACK);
+		EQ(e.len, 0);
+		acked++;
+	}
+	EQ(acked, 1);
+	EQ(sent, 1);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+
+	close_res(&r, &cq, 1);
+	printf("ok peek and claim (stack %d)\n", variant);
+}
+
 /* Each CQ format gets its own entry size and fields. */
 static void test_formats(void)
 {
@@ -738,6 +832,7 @@ int main(void)
 	test_getinfo();
 	for (variant = 0; variant < 2; variant++) {
 		test_messages();
+		test_peek_claim();
 		test_formats();
 	}
 	variant = 0;
