@@ -126,6 +126,20 @@ impl Cluster {
             skip_allowed(&format!("'{missing}' is not installed"));
             return None;
         }
+        // Every node mounts its own /tmp over the machine's, so a launcher's agent or a
+        // rank's executable under /tmp is not there inside a node: orted fails to start
+        // and mpirun waits for it forever.
+        for (what, path) in [
+            ("the repository", scripts()),
+            ("the test executable", std::env::current_exe().unwrap()),
+        ] {
+            assert!(
+                !path.starts_with("/tmp"),
+                "{what} is under /tmp ({}), which each test node hides behind its own /tmp; \
+                 run from elsewhere (and with CARGO_TARGET_DIR outside /tmp)",
+                path.display()
+            );
+        }
         // The lock file lives where the scripts keep their state, which needs root.
         let lock = match std::fs::create_dir_all(STATE)
             .and_then(|()| File::create(Path::new(STATE).join("cluster.lock")))
