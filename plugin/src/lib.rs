@@ -153,6 +153,13 @@ pub fn infos<E: Exposed>(hints: Option<&Hints>) -> fabric::Result<Vec<Info>> {
             c.tx_attr.caps &= CAPS;
             c.rx_attr.caps &= CAPS;
             c.domain_attr.caps &= CAPS;
+            // Scalable endpoints and shared contexts are not offered through the plugin
+            // (fi_scalable_ep, fi_stx_context and fi_srx_context answer -FI_ENOSYS), so
+            // an endpoint has one transmit and one receive context and shares none.
+            c.domain_attr.max_ep_tx_ctx = 1;
+            c.domain_attr.max_ep_rx_ctx = 1;
+            c.domain_attr.max_ep_stx_ctx = 0;
+            c.domain_attr.max_ep_srx_ctx = 0;
             if c.ep_attr.ep_type == EpType::Msg {
                 // MSG endpoints report connection events on EQs opened on the fabric,
                 // before any domain chose a stack: they run on the EQs' stack.

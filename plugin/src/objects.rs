@@ -753,8 +753,16 @@ unsafe extern "C" fn av_open<S: St>(
     let Some(kind) = AvKind::from_raw(a.type_) else {
         return neg(Error::Inval);
     };
-    // The domain's stack fixed the AV type; another one would need another stack.
-    if kind != AvKind::Unspec && kind != <S::Av as AvType>::KIND {
+    // The domain's stack fixed the AV type; another one would need another stack. A
+    // table serves a request for a map: a map's addresses are whatever values insert
+    // returns, and a table's indices are such values (libfabric's own util AV does the
+    // same). A map cannot serve a table, whose addresses must be 0, 1, 2...
+    let fits = match kind {
+        AvKind::Unspec => true,
+        AvKind::Map => matches!(<S::Av as AvType>::KIND, AvKind::Map | AvKind::Table),
+        k => k == <S::Av as AvType>::KIND,
+    };
+    if !fits {
         return neg(Error::Inval);
     }
     if !a.name.is_null() || !a.map_addr.is_null() || a.rx_ctx_bits != 0 {

@@ -383,23 +383,26 @@ fn fi_pingpong_tcp_tagged_small() {
 }
 
 /// `tests/mpi/p2p.c` built with mpicc, once per test process.
-fn mpi_p2p() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/p2p.c");
-        let bin = provider_dir().join("mpi_p2p");
-        let cc = run(
-            Command::new("mpicc")
-                .args(["-O1", "-Wall", "-Werror", "-o"])
-                .arg(&bin)
-                .arg(&src),
-            Duration::from_secs(120),
-            "mpicc",
-        );
-        assert!(cc.status.success(), "mpicc failed:\n{}", text(&cc));
-        bin
-    })
-    .clone()
+/// `tests/mpi/<name>.c` compiled with `mpicc` (once per test run).
+fn mpi_prog(name: &'static str) -> PathBuf {
+    static BINS: std::sync::Mutex<Vec<(&'static str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut bins = BINS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, b)) = bins.iter().find(|(n, _)| *n == name) {
+        return b.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+    let bin = provider_dir().join(format!("mpi_{name}"));
+    let cc = run(
+        Command::new("mpicc")
+            .args(["-O1", "-Wall", "-Werror", "-o"])
+            .arg(&bin)
+            .arg(&src),
+        Duration::from_secs(120),
+        "mpicc",
+    );
+    assert!(cc.status.success(), "mpicc failed:\n{}", text(&cc));
+    bins.push((name, bin.clone()));
+    bin
 }
 
 /// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
@@ -426,7 +429,7 @@ fn mpi_over_fab_tcp(n: u32) {
             "-x",
             "FI_PROVIDER_PATH",
         ]))
-        .arg(mpi_p2p()),
+        .arg(mpi_prog("p2p")),
         Duration::from_secs(240),
         "mpirun",
     );
@@ -446,6 +449,47 @@ fn open_mpi_mtl_ofi_two_ranks() {
 #[test]
 fn open_mpi_mtl_ofi_four_ranks() {
     mpi_over_fab_tcp(4);
+}
+
+/// MPI one-sided communication through Open MPI's osc rdma on its btl ofi over
+/// fab_tcp (point-to-point on mtl ofi, also fab_tcp): with `--mca btl ofi,self` no
+/// other component reaches a peer, so a window works only if btl ofi took fab_tcp.
+#[test]
+fn open_mpi_one_sided_over_btl_ofi() {
+    let out = run(
+        with_plugin(Command::new("mpirun").args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            "4",
+            "--mca",
+            "pml",
+            "cm",
+            "--mca",
+            "mtl",
+            "ofi",
+            "--mca",
+            "mtl_ofi_provider_include",
+            "fab_tcp",
+            "--mca",
+            "osc",
+            "rdma",
+            "--mca",
+            "btl",
+            "ofi,self",
+            "--mca",
+            "btl_ofi_provider_include",
+            "fab_tcp",
+            "-x",
+            "FI_PROVIDER_PATH",
+        ]))
+        .arg(mpi_prog("osc")),
+        Duration::from_secs(240),
+        "mpirun",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "mpirun failed:\n{t}");
+    assert!(t.contains("ok osc 4 ranks"), "{t}");
 }
 
 #[test]
