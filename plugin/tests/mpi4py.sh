@@ -12,11 +12,12 @@
 # out of every run (EXCLUDE), the same on every transport so the counts compare:
 # - test_spawn, test_dynproc: name publishing needs an ompi-server, which a single
 #   mpirun does not start; they time out whatever the transport;
-# - tests that hang over mtl ofi + fab_tcp (open, see the README): a synchronous send
-#   to self received through a matched probe (mpi4py's object recv is MPI_Mprobe +
-#   MPI_Mrecv): test_p2p_obj's tests with synchronous sends (11, listed below), the
-#   test_util_pkl5 module (which has more of them); and test_cco_vec's
-#   testAlltoallwBottom (MPI_BOTTOM with absolute-address structs).
+# - tests that hang over Open MPI 4.1.4's mtl ofi on any libfabric provider, ours or
+#   libfabric's own (plugin/tests/ompi414.sh shows each): a synchronous send received
+#   through a matched probe (mpi4py's object recv is MPI_Mprobe + MPI_Mrecv), which
+#   mtl ofi never acknowledges: test_p2p_obj's tests with synchronous sends (11, listed
+#   below) and the test_util_pkl5 module; and test_cco_vec's testAlltoallwBottom
+#   (MPI_BOTTOM with absolute-address structs reaches the provider as a NULL buffer).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
