@@ -10,22 +10,23 @@
 //! reads, for the CQ's entry format): one indirect call per operation into the same
 //! code a Rust program gets, with no test of the choices behind it.
 //!
-//! One library serves two providers, chosen by the name it is installed under:
+//! One library serves three providers, chosen by the name it is installed under:
 //! `libfab_shm-fi.so` is the shm provider as `fab_shm`, `libfab_tcp-fi.so` the tcp
-//! provider as `fab_tcp` (names Open MPI does not exclude, unlike those beginning with
-//! `shm` or `tcp`). libfabric registers one provider per library file (the one
-//! `fi_provider` its `fi_prov_ini` returns), so a single build installed twice gives
-//! both, with no build-time switch. fab_tcp addresses are `FI_SOCKADDR_IN` (or
-//! `FI_SOCKADDR_IN6`) names and its infos claim `FI_REMOTE_COMM`; fab_shm's are
-//! opaque names and local only.
+//! provider as `fab_tcp`, `libfab_hybrid-fi.so` the composed one (shm inside the node,
+//! tcp between nodes, chosen per peer at AV insert) as `fab_hybrid` (names Open MPI
+//! does not exclude, unlike those beginning with `shm` or `tcp`). libfabric registers
+//! one provider per library file (the one `fi_provider` its `fi_prov_ini` returns), so a
+//! single build installed under each name gives them all, with no build-time switch.
+//! fab_tcp addresses are `FI_SOCKADDR_IN` (or `FI_SOCKADDR_IN6`) names and its infos
+//! claim `FI_REMOTE_COMM`; fab_shm's are opaque names and local only; fab_hybrid's are
+//! opaque names carrying both halves' and the node's identity, local and remote.
 //!
 //! What it offers: RDM (and, on shm, DGRAM) endpoints with messages, tagged messages, RMA and
 //! atomics, endpoint options; CQs in the four formats with `readfrom`, `readerr`,
 //! `sread` and `signal`; counters; table and map AVs; memory registration; EQs on the
-//! fabric. Binding EQs, RMA events, triggered operations, scalable endpoints, shared
-//! contexts, MSG and passive endpoints (tcp has them in the core, not yet through
-//! the plugin), wait and poll sets and collectives are left out of the capabilities
-//! reported and answer `-FI_ENOSYS`.
+//! fabric; on tcp, MSG and passive endpoints with connection management. RMA events,
+//! triggered operations, scalable endpoints, shared contexts, wait and poll sets and
+//! collectives are left out of the capabilities reported and answer `-FI_ENOSYS`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -96,6 +97,16 @@ impl Exposed for fabric_tcp::Tcp {
         }
     }
     const NODE_SERVICE: bool = true;
+}
+
+impl Exposed for fabric_hybrid::ShmTcp {
+    const C_NAME: &'static CStr = c"fab_hybrid";
+    // A name's prefix gives the lengths of its three parts.
+    const ADDR_HEAD: usize = fabric_hybrid::name::PREFIX_LEN;
+    fn addr_len(head: &[u8]) -> Option<usize> {
+        fabric_hybrid::name::encoded_len(head)
+    }
+    const NODE_SERVICE: bool = false;
 }
 
 /// The capabilities the plugin implements: messages and tagged messages in both
@@ -496,6 +507,7 @@ const fn provider<E: Exposed>() -> sys::fi_provider {
 /// hand one out.
 static mut SHM: sys::fi_provider = provider::<fabric_shm::Shm>();
 static mut TCP: sys::fi_provider = provider::<fabric_tcp::Tcp>();
+static mut HYBRID: sys::fi_provider = provider::<fabric_hybrid::ShmTcp>();
 
 /// The name this library was loaded under, from `lib<name>-fi.so`.
 fn installed_name() -> Option<String> {
@@ -515,7 +527,8 @@ fn installed_name() -> Option<String> {
 /// The plugin's entry point: libfabric `dlsym`s it and registers what it returns.
 ///
 /// One library serves every provider: it answers as the provider whose name it was
-/// installed under (`libfab_shm-fi.so`, `libfab_tcp-fi.so`; libfabric registers one
+/// installed under (`libfab_shm-fi.so`, `libfab_tcp-fi.so`, `libfab_hybrid-fi.so`;
+/// libfabric registers one
 /// provider per library file), and returns NULL (nothing registered) under any other
 /// name.
 #[no_mangle]
@@ -526,9 +539,12 @@ pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
         ptr::addr_of_mut!(TCP)
     } else if is(<fabric_shm::Shm as Exposed>::C_NAME) {
         ptr::addr_of_mut!(SHM)
+    } else if is(<fabric_hybrid::ShmTcp as Exposed>::C_NAME) {
+        ptr::addr_of_mut!(HYBRID)
     } else {
         eprintln!(
-            "fabric-ofi: loaded as {name:?}; install it as libfab_shm-fi.so or libfab_tcp-fi.so"
+            "fabric-ofi: loaded as {name:?}; install it as libfab_shm-fi.so, \
+             libfab_tcp-fi.so or libfab_hybrid-fi.so"
         );
         ptr::null_mut()
     }

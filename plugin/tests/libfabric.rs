@@ -1,7 +1,8 @@
 //! The plugin under real libfabric programs: a C test of the API and its misuse
 //! (`tests/plugin_c/api.c`, compiled with `cc` against `-lfabric`), `fi_info` and
-//! `fi_pingpong` between two processes. Each loads `libfab_shm-fi.so` and
-//! `libfab_tcp-fi.so` (the same library under two names) through `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
+//! `fi_pingpong` between two processes, Open MPI. Each loads `libfab_shm-fi.so`,
+//! `libfab_tcp-fi.so` and `libfab_hybrid-fi.so` (the same library under three names)
+//! through `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,8 @@ fn provider_dir() -> PathBuf {
         .expect("libfabric_ofi.so built next to the test binary");
         let dir = std::env::temp_dir().join(format!("fabric-ofi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        // One library serves both providers, by the name it is installed under.
-        for name in ["fab_shm", "fab_tcp"] {
+        // One library serves every provider, by the name it is installed under.
+        for name in ["fab_shm", "fab_tcp", "fab_hybrid"] {
             std::fs::copy(&so, dir.join(format!("lib{name}-fi.so"))).expect("copy plugin");
         }
         dir
@@ -406,8 +407,8 @@ fn mpi_prog(name: &'static str) -> PathBuf {
 }
 
 /// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
-/// fab_tcp, unmodified; asserts it succeeded and that fab_tcp carried it.
-fn mpi_over_fab_tcp(n: u32) {
+/// `prov`, unmodified; asserts it succeeded and that `prov` carried it.
+fn mpi_over(prov: &str, n: u32) {
     let out = run(
         with_plugin(Command::new("mpirun").args([
             "--allow-run-as-root",
@@ -422,7 +423,7 @@ fn mpi_over_fab_tcp(n: u32) {
             "ofi",
             "--mca",
             "mtl_ofi_provider_include",
-            "fab_tcp",
+            prov,
             "--mca",
             "mtl_base_verbose",
             "100",
@@ -437,18 +438,60 @@ fn mpi_over_fab_tcp(n: u32) {
     assert!(out.status.success(), "mpirun failed:\n{t}");
     assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
     // Every rank's mtl ofi opened our provider.
-    let opened = t.matches("mtl:ofi:provider: fab_tcp").count();
+    let opened = t.matches(&format!("mtl:ofi:provider: {prov}")).count();
     assert_eq!(opened, n as usize, "{t}");
 }
 
 #[test]
 fn open_mpi_mtl_ofi_two_ranks() {
-    mpi_over_fab_tcp(2);
+    mpi_over("fab_tcp", 2);
 }
 
 #[test]
 fn open_mpi_mtl_ofi_four_ranks() {
-    mpi_over_fab_tcp(4);
+    mpi_over("fab_tcp", 4);
+}
+
+/// fab_hybrid under Open MPI: its names fit the `FI_NAME_MAX` bytes mtl ofi keeps them
+/// in, and ranks on one node reach each other through its shm half.
+#[test]
+fn open_mpi_mtl_ofi_four_ranks_hybrid() {
+    mpi_over("fab_hybrid", 4);
+}
+
+/// The whole C suite on fab_hybrid (remote peers claimed, opaque names).
+#[test]
+fn c_api_suite_hybrid() {
+    let t = run_c_on("api", "fab_hybrid");
+    for part in [
+        "provider fab_hybrid",
+        "ok getinfo",
+        "ok messages (stack 1)",
+        "ok peek and claim (stack 1)",
+        "ok format 4 (stack 1)",
+        "ok misuse",
+        "ok eq",
+        "checks passed",
+    ] {
+        assert!(t.contains(part), "missing {part:?} in:\n{t}");
+    }
+}
+
+#[test]
+fn c_two_processes_hybrid() {
+    let t = run_c_on("xproc", "fab_hybrid");
+    assert!(t.contains("ok two processes"), "{t}");
+}
+
+#[test]
+fn fi_pingpong_hybrid_all_sizes_with_data_checks() {
+    let (s, c) = pingpong_on("fab_hybrid", "rdm", &["-I", "10", "-S", "all", "-c"]);
+    for out in [&s, &c] {
+        let r = rows(out);
+        assert!(r.len() >= 20, "too few sizes:\n{out}");
+        assert!(r.iter().all(|&(_, n)| n == 10), "{out}");
+        assert!(r.iter().any(|&(size, _)| size >= 1 << 20), "{out}");
+    }
 }
 
 /// MPI one-sided communication through Open MPI's osc rdma on its btl ofi over

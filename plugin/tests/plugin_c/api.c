@@ -26,6 +26,8 @@
  * addresses) rather than fab_shm (local only, opaque names). */
 static const char *PROV = "fab_shm";
 static int tcp;
+/* Whether it is fab_hybrid: remote peers too, but opaque names like fab_shm's. */
+static int hybrid;
 #define VER FI_VERSION(1, 17)
 
 static int checks;
@@ -100,9 +102,9 @@ static void test_getinfo(void)
 	CHECK(strcmp(info->domain_attr->name, PROV) == 0);
 	EQ(info->ep_attr->type, FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED));
-	/* Only what the plugin implements is claimed; remote peers only over tcp. */
+	/* Only what the plugin implements is claimed; remote peers over tcp and hybrid. */
 	EQ(info->caps & (FI_TRIGGER | FI_RMA_EVENT), 0);
-	EQ(info->caps & FI_REMOTE_COMM, tcp ? FI_REMOTE_COMM : 0);
+	EQ(info->caps & FI_REMOTE_COMM, tcp || hybrid ? FI_REMOTE_COMM : 0);
 	CHECK(info->caps & FI_LOCAL_COMM);
 	if (tcp)
 		CHECK(info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR_IN6);
@@ -209,6 +211,8 @@ static void open_res(struct res *r, struct fid_cq **cqs, int ncq)
 	size_t len = sizeof(name);
 	EQ(fi_getname(&r->ep->fid, name, &len), 0);
 	CHECK(len > 0 && len < sizeof(name));
+	/* Programs keep names in FI_NAME_MAX bytes (Open MPI's mtl ofi does). */
+	CHECK(len <= FI_NAME_MAX);
 	EQ(fi_av_insert(r->av, name, 1, &r->self, 0, NULL), 1);
 }
 
@@ -677,7 +681,7 @@ static void test_misuse(void)
 		EQ(fi_av_insertsvc(r.av, "localhost", "1", &a, 0, NULL), -FI_ENOSYS);
 	}
 	/* An RDM endpoint does not connect. */
-	char me[64];
+	char me[256];
 	size_t melen = sizeof(me);
 	EQ(fi_getname(&r.ep->fid, me, &melen), 0);
 	EQ(fi_connect(r.ep, me, NULL, 0), -FI_EOPNOTSUPP);
@@ -689,7 +693,7 @@ static void test_misuse(void)
 	fi_addr_t a2 = FI_ADDR_NOTAVAIL;
 	EQ(fi_av_insert(av2, me, 1, &a2, 0, NULL), 1);
 	CHECK(a2 != FI_ADDR_NOTAVAIL);
-	char back2[64];
+	char back2[256];
 	size_t back2len = sizeof(back2);
 	EQ(fi_av_lookup(av2, a2, back2, &back2len), 0);
 	EQ(back2len, melen);
@@ -859,6 +863,7 @@ int main(void)
 	if (p && *p)
 		PROV = p;
 	tcp = strcmp(PROV, "fab_tcp") == 0;
+	hybrid = strcmp(PROV, "fab_hybrid") == 0;
 	printf("provider %s\n", PROV);
 	test_getinfo();
 	for (variant = 0; variant < 2; variant++) {

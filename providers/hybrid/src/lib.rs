@@ -49,7 +49,7 @@ use fabric_shm::Shm;
 use fabric_tcp::Tcp;
 
 pub use name::Name;
-pub use node::{this_node, NODE_ENV};
+pub use node::{this_node, NODE_ENV, NODE_LEN};
 pub use transport::{HybridEp, HybridRx, HybridTx, Peer, COLD_STRIDE, HOT_POLLS};
 
 /// A provider that can be a half of a [`Hybrid`]: it tells its own names apart, so a

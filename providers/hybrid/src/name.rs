@@ -23,6 +23,16 @@ pub struct Name<'a> {
     pub remote: &'a [u8],
 }
 
+/// The length of the name whose first [`PREFIX_LEN`] bytes are `head`, or `None` when
+/// `head` is not the start of one (what a packed array of names needs to be walked).
+pub fn encoded_len(head: &[u8]) -> Option<usize> {
+    let head = head.get(..PREFIX_LEN)?;
+    if head[..4] != TAG || head[4] != VERSION || head[5..].contains(&0) {
+        return None;
+    }
+    Some(PREFIX_LEN + head[5] as usize + head[6] as usize + head[7] as usize)
+}
+
 impl<'a> Name<'a> {
     /// The wire form. `Err(Inval)` when a part is empty or longer than 255 bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
@@ -43,14 +53,10 @@ impl<'a> Name<'a> {
 
     /// Parses a wire form; `Err(Inval)` for anything that is not exactly one.
     pub fn decode(b: &'a [u8]) -> Result<Name<'a>> {
-        let head = b.get(..PREFIX_LEN).ok_or(Error::Inval)?;
-        if head[..4] != TAG || head[4] != VERSION || head[5..].contains(&0) {
+        if encoded_len(b) != Some(b.len()) {
             return Err(Error::Inval);
         }
-        let (n, l, r) = (head[5] as usize, head[6] as usize, head[7] as usize);
-        if b.len() != PREFIX_LEN + n + l + r {
-            return Err(Error::Inval);
-        }
+        let (n, l) = (b[5] as usize, b[6] as usize);
         let (node, rest) = b[PREFIX_LEN..].split_at(n);
         let (local, remote) = rest.split_at(l);
         Ok(Name {

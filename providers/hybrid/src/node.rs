@@ -13,7 +13,14 @@
 //! [`MAX_OVERRIDE`] bytes): processes with different values talk over the network even
 //! on one node, processes with the same value through shared memory (where shm can
 //! reach the peer at all). It is read once per process.
+//!
+//! Names carry a 64-bit digest of the identity ([`NODE_LEN`] bytes, FNV-1a), not the
+//! identity itself: libfabric programs keep endpoint names in `FI_NAME_MAX` (64) bytes
+//! (Open MPI's mtl ofi does), and the digest keeps a name with an IPv4 tcp half within
+//! that. Two nodes whose identities share a digest would be taken for one; at 2^-64 per
+//! pair that is not a concern, and the shm half still checks its peer is there.
 
+use std::hash::Hasher;
 use std::os::unix::fs::MetadataExt;
 use std::sync::OnceLock;
 
@@ -29,21 +36,36 @@ const KERNEL: u8 = b'k';
 /// Kind byte of an identity given in [`NODE_ENV`].
 const GIVEN: u8 = b'o';
 
-/// This process's node identity, as endpoint names carry it. `Err` when the
+/// Bytes of the node identity's digest in a name.
+pub const NODE_LEN: usize = 8;
+
+/// This process's node identity's digest, as endpoint names carry it. `Err` when the
 /// environment's value is refused (`Inval`, with a message on stderr) or the kernel's
 /// facts cannot be read (`NoSys`).
 pub fn this_node() -> Result<&'static [u8]> {
-    static NODE: OnceLock<Result<Vec<u8>>> = OnceLock::new();
-    NODE.get_or_init(|| match std::env::var_os(NODE_ENV) {
-        Some(v) => given(v.as_encoded_bytes()).inspect_err(|_| {
-            eprintln!(
-                "fabric-hybrid: {NODE_ENV}={v:?} is no node identity (1 to {MAX_OVERRIDE} bytes)"
-            )
-        }),
-        None => from_kernel(),
+    static NODE: OnceLock<Result<[u8; NODE_LEN]>> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let id = match std::env::var_os(NODE_ENV) {
+            Some(v) => given(v.as_encoded_bytes()).inspect_err(|_| {
+                eprintln!(
+                    "fabric-hybrid: {NODE_ENV}={v:?} is no node identity (1 to {MAX_OVERRIDE} bytes)"
+                )
+            }),
+            None => from_kernel(),
+        }?;
+        Ok(digest(&id))
     })
-    .as_deref()
+    .as_ref()
+    .map(|d| &d[..])
     .map_err(|e| *e)
+}
+
+/// FNV-1a (64-bit) of an identity: a fixed function, so every process of a job, of
+/// whatever build, computes the same digest for the same node.
+fn digest(id: &[u8]) -> [u8; NODE_LEN] {
+    let mut h = fnv::FnvHasher::default();
+    h.write(id);
+    h.finish().to_le_bytes()
 }
 
 fn given(v: &[u8]) -> Result<Vec<u8>> {
@@ -97,6 +119,20 @@ mod tests {
         assert_eq!(from_kernel().unwrap(), a);
         // An override never equals a kernel identity.
         assert_ne!(given(&a[1..]).unwrap(), a);
+    }
+
+    #[test]
+    fn digests_are_fixed_and_tell_identities_apart() {
+        // FNV-1a's published value for the empty input and for "a".
+        assert_eq!(u64::from_le_bytes(digest(b"")), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(u64::from_le_bytes(digest(b"a")), 0xaf63_dc4c_8601_ec8c);
+        let k = from_kernel().unwrap();
+        assert_ne!(digest(&k), digest(&given(&k[1..]).unwrap()));
+        assert_ne!(
+            digest(&given(b"h1").unwrap()),
+            digest(&given(b"h2").unwrap())
+        );
+        assert_eq!(this_node().unwrap().len(), NODE_LEN);
     }
 
     #[test]
