@@ -3,15 +3,18 @@
 //! before a slice is made of it.
 
 use core::ffi::{c_char, c_int, c_void};
+use core::ops::{Deref, DerefMut};
 use core::ptr;
 
+use fabric::limits::IOV_LIMIT;
 use fabric::Error;
 
 use crate::fid::neg;
 use crate::sys;
 
-/// The most iovec entries looked at; the core's limit is far lower and gives the error.
-pub(crate) const MAX_IOV: usize = 1024;
+/// The most iovec entries [`iovs`] looks at; the core's `mr_iov_limit` is far lower
+/// and gives the error.
+const MAX_IOV: usize = 1024;
 
 /// Bytes C passes in: NULL is allowed only for an empty buffer.
 ///
@@ -43,7 +46,84 @@ pub(crate) unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize) -> Option<&'a mut
     }
 }
 
-/// An `iovec` array from C, as slices (`None`: NULL where data is required).
+/// The buffers of one vector call, on the stack: at most [`IOV_LIMIT`], the
+/// `iov_limit` every provider reports, so posting allocates nothing.
+pub(crate) struct IovList<T> {
+    bufs: [T; IOV_LIMIT],
+    len: usize,
+}
+
+impl<T> Deref for IovList<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        &self.bufs[..self.len]
+    }
+}
+
+impl<T> DerefMut for IovList<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.bufs[..self.len]
+    }
+}
+
+/// C's array of `count` entries at `p`, each made a buffer by `f`. `None` when
+/// `count` is above `iov_limit` (the call is then `-FI_EINVAL`, the error the core
+/// gives a list that long), when `p` is NULL with entries, or when `f` refuses one.
+///
+/// # Safety
+/// `p` is NULL (with `count` 0) or points to `count` readable entries.
+pub(crate) unsafe fn c_list<E, T: Default>(
+    p: *const E,
+    count: usize,
+    mut f: impl FnMut(&E) -> Option<T>,
+) -> Option<IovList<T>> {
+    let mut list = IovList {
+        bufs: Default::default(),
+        len: 0,
+    };
+    if count == 0 {
+        return Some(list);
+    }
+    // Checked before a slice of `count` entries is made of `p`.
+    if p.is_null() || count > IOV_LIMIT {
+        return None;
+    }
+    // SAFETY: `p` is non-NULL and points to `count` entries by the caller's contract.
+    let entries = unsafe { core::slice::from_raw_parts(p, count) };
+    for (slot, e) in list.bufs.iter_mut().zip(entries) {
+        *slot = f(e)?;
+    }
+    list.len = count;
+    Some(list)
+}
+
+/// A scatter list from C iovecs (receives and reads), as [`c_list`].
+///
+/// # Safety
+/// `iov` is NULL (with `count` 0) or points to `count` iovecs whose buffers are
+/// writable and outlive the operation.
+pub(crate) unsafe fn scatter<'a>(
+    iov: *const sys::iovec,
+    count: usize,
+) -> Option<IovList<&'a mut [u8]>> {
+    // SAFETY: the caller's contract, for the array and for each entry's buffer.
+    unsafe { c_list(iov, count, |e| bytes_mut(e.iov_base, e.iov_len)) }
+}
+
+/// A gather list from C iovecs (sends and writes), as [`c_list`].
+///
+/// # Safety
+/// `iov` is NULL (with `count` 0) or points to `count` iovecs whose buffers are
+/// readable for the call.
+pub(crate) unsafe fn gather<'a>(iov: *const sys::iovec, count: usize) -> Option<IovList<&'a [u8]>> {
+    // SAFETY: the caller's contract, for the array and for each entry's buffer.
+    unsafe { c_list(iov, count, |e| bytes(e.iov_base, e.iov_len)) }
+}
+
+/// An `iovec` array from C for `fi_mr_regv`, as an owned list: the region keeps
+/// it (`Domain::mr_regv` takes a `Vec`), so this is registration's, not the data
+/// path's. `None`: NULL where data is required.
 ///
 /// # Safety
 /// `iov` is NULL (with `count` 0) or points to `count` iovecs whose buffers outlive the
@@ -52,7 +132,7 @@ pub(crate) unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Ve
     if count == 0 {
         return Some(Vec::new());
     }
-    // Far beyond any iov_limit: refused before a slice of that length is made.
+    // Far beyond any mr_iov_limit: refused before a slice of that length is made.
     if iov.is_null() || count > MAX_IOV {
         return None;
     }
@@ -62,15 +142,6 @@ pub(crate) unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Ve
         // SAFETY: each entry's buffer by the caller's contract.
         .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
         .collect()
-}
-
-/// Gather list from C iovecs (read-only view of [`iovs`]).
-///
-/// # Safety
-/// As [`iovs`].
-pub(crate) unsafe fn iovs_ref<'a>(iov: *const sys::iovec, count: usize) -> Option<Vec<&'a [u8]>> {
-    // SAFETY: the caller's contract.
-    unsafe { iovs(iov, count) }.map(|v| v.into_iter().map(|b| &*b).collect())
 }
 
 /// Copies `name` into C's buffer of `*len` bytes, truncating, and sets `*len` to the

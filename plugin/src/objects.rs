@@ -10,13 +10,16 @@ use fabric::attr::{AvAttr, AvKind, CntrAttr, CqAttr, CqFormatKind, CqWaitCond, M
 use fabric::av_type::AvType;
 use fabric::flags::{BindFlags, MrAccess, OpFlags};
 use fabric::info::Info;
+use fabric::limits::MAX_ATOMIC_SIZE;
 use fabric::{
     AddressVector, AtomicClass, AtomicMsg, AtomicOp, Config, Context, Counter, Cq, CqDataEntry,
     CqEntry, CqMsgEntry, CqTaggedEntry, Datatype, Domain, Endpoint, EpOpt, EpOptName, Error,
     Fabric, FiAddr, MemoryRegion, RmaIov, RmaMsg, RmaMsgMut, TaggedMsgMut,
 };
 
-use crate::cmem::{bytes, bytes_mut, copy_out, iovs, iovs_ref, strerror_into, MAX_IOV};
+use crate::cmem::{
+    bytes, bytes_mut, c_list, copy_out, gather, iovs, scatter, strerror_into, IovList,
+};
 use crate::fid::{neg, no_bind, no_control, no_ops_open, ret, sret, Holds, Obj, Refs};
 use crate::sys;
 use crate::{Exposed, St};
@@ -1621,7 +1624,7 @@ unsafe extern "C" fn msg_recvv<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_recvv's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(iov, count) });
+    let mut v = buf_or_inval!(unsafe { scatter(iov, count) });
     // SAFETY: the buffers outlive the receive by the same contract.
     sret(unsafe { e.ep.recvv(&mut v, FiAddr(src), Context(context as usize)) })
 }
@@ -1635,7 +1638,7 @@ unsafe extern "C" fn msg_recvmsg<S: St>(
     // SAFETY: NULL or valid by fi_recvmsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_recvmsg's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(m.msg_iov, m.iov_count) });
+    let mut v = buf_or_inval!(unsafe { scatter(m.msg_iov, m.iov_count) });
     let mut mm = fabric::MsgMut {
         iov: &mut v,
         addr: FiAddr(m.addr),
@@ -1669,7 +1672,7 @@ unsafe extern "C" fn msg_sendv<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_sendv's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(iov, count) });
+    let v = buf_or_inval!(unsafe { gather(iov, count) });
     sret(e.ep.sendv(&v, FiAddr(dest), Context(context as usize)))
 }
 
@@ -1682,7 +1685,7 @@ unsafe extern "C" fn msg_sendmsg<S: St>(
     // SAFETY: NULL or valid by fi_sendmsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_sendmsg's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(m.msg_iov, m.iov_count) });
+    let v = buf_or_inval!(unsafe { gather(m.msg_iov, m.iov_count) });
     let mm = fabric::Msg {
         iov: &v,
         addr: FiAddr(m.addr),
@@ -1782,7 +1785,7 @@ unsafe extern "C" fn tag_recvv<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_trecvv's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(iov, count) });
+    let mut v = buf_or_inval!(unsafe { scatter(iov, count) });
     // SAFETY: the buffers outlive the receive by the same contract.
     sret(unsafe {
         e.ep.trecvv(&mut v, FiAddr(src), tag, ignore, Context(context as usize))
@@ -1798,7 +1801,7 @@ unsafe extern "C" fn tag_recvmsg<S: St>(
     // SAFETY: NULL or valid by fi_trecvmsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_trecvmsg's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(m.msg_iov, m.iov_count) });
+    let mut v = buf_or_inval!(unsafe { scatter(m.msg_iov, m.iov_count) });
     let mut mm = TaggedMsgMut {
         iov: &mut v,
         addr: FiAddr(m.addr),
@@ -1836,7 +1839,7 @@ unsafe extern "C" fn tag_sendv<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_tsendv's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(iov, count) });
+    let v = buf_or_inval!(unsafe { gather(iov, count) });
     sret(e.ep.tsendv(&v, FiAddr(dest), tag, Context(context as usize)))
 }
 
@@ -1849,7 +1852,7 @@ unsafe extern "C" fn tag_sendmsg<S: St>(
     // SAFETY: NULL or valid by fi_tsendmsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_tsendmsg's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(m.msg_iov, m.iov_count) });
+    let v = buf_or_inval!(unsafe { gather(m.msg_iov, m.iov_count) });
     let mm = fabric::TaggedMsg {
         iov: &v,
         addr: FiAddr(m.addr),
@@ -1971,7 +1974,7 @@ unsafe extern "C" fn rma_readv<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_readv's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(iov, count) });
+    let mut v = buf_or_inval!(unsafe { scatter(iov, count) });
     // SAFETY: the buffers outlive the read by the same contract.
     sret(unsafe {
         e.ep.readv(&mut v, FiAddr(src), addr, key, Context(context as usize))
@@ -1987,7 +1990,7 @@ unsafe extern "C" fn rma_readmsg<S: St>(
     // SAFETY: NULL or valid by fi_readmsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_readmsg's contract on the iovecs.
-    let mut v = buf_or_inval!(unsafe { iovs(m.msg_iov, m.iov_count) });
+    let mut v = buf_or_inval!(unsafe { scatter(m.msg_iov, m.iov_count) });
     // SAFETY: as above, for the remote segments.
     let rma = buf_or_inval!(unsafe { one_rma_iov(m.rma_iov, m.rma_iov_count) });
     let mut mm = RmaMsgMut {
@@ -2030,7 +2033,7 @@ unsafe extern "C" fn rma_writev<S: St>(
 ) -> isize {
     let e = ep_or_inval!(ep);
     // SAFETY: fi_writev's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(iov, count) });
+    let v = buf_or_inval!(unsafe { gather(iov, count) });
     sret(e.ep.writev(&v, FiAddr(dest), addr, key, Context(context as usize)))
 }
 
@@ -2043,7 +2046,7 @@ unsafe extern "C" fn rma_writemsg<S: St>(
     // SAFETY: NULL or valid by fi_writemsg's contract.
     let m = buf_or_inval!(unsafe { msg.as_ref() });
     // SAFETY: fi_writemsg's contract on the iovecs.
-    let v = buf_or_inval!(unsafe { iovs_ref(m.msg_iov, m.iov_count) });
+    let v = buf_or_inval!(unsafe { gather(m.msg_iov, m.iov_count) });
     // SAFETY: as above, for the remote segments.
     let rma = buf_or_inval!(unsafe { one_rma_iov(m.rma_iov, m.rma_iov_count) });
     let mm = RmaMsg {
@@ -2141,28 +2144,33 @@ unsafe fn elems<'a>(p: *const c_void, count: usize, dt: Datatype) -> Option<&'a 
     unsafe { bytes_mut(p as *mut c_void, count.checked_mul(dt.size())?) }
 }
 
-/// An `fi_ioc` array as byte slices of `dt` elements.
+/// An `fi_ioc` array as byte slices of `dt` elements (results), on the stack as
+/// [`c_list`] makes it.
 ///
 /// # Safety
-/// `ioc` is NULL (with `count` 0) or points to `count` iocs whose buffers outlive the
-/// operation.
+/// `ioc` is NULL (with `count` 0) or points to `count` iocs whose buffers are writable
+/// and outlive the operation.
 unsafe fn iocs<'a>(
     ioc: *const sys::fi_ioc,
     count: usize,
     dt: Datatype,
-) -> Option<Vec<&'a mut [u8]>> {
-    if count == 0 {
-        return Some(Vec::new());
-    }
-    if ioc.is_null() || count > MAX_IOV {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let v = unsafe { core::slice::from_raw_parts(ioc, count) };
-    // SAFETY: each entry's buffer by the caller's contract.
-    v.iter()
-        .map(|e| unsafe { elems(e.addr, e.count, dt) })
-        .collect()
+) -> Option<IovList<&'a mut [u8]>> {
+    // SAFETY: the caller's contract, for the array and for each entry's buffer.
+    unsafe { c_list(ioc, count, |e| elems(e.addr, e.count, dt)) }
+}
+
+/// The operand side of [`iocs`]: read-only slices.
+///
+/// # Safety
+/// `ioc` is NULL (with `count` 0) or points to `count` iocs whose buffers are readable
+/// for the call.
+unsafe fn iocs_ref<'a>(
+    ioc: *const sys::fi_ioc,
+    count: usize,
+    dt: Datatype,
+) -> Option<IovList<&'a [u8]>> {
+    // SAFETY: the caller's contract, for the array and for each entry's buffer.
+    unsafe { c_list(ioc, count, |e| elems(e.addr, e.count, dt).map(|b| &*b)) }
 }
 
 /// The parts of a `struct fi_msg_atomic` the core takes: one operand buffer and one
@@ -2180,10 +2188,10 @@ unsafe fn amo_msg<'a>(m: *const sys::fi_msg_atomic) -> Option<AtomicMsg<'a>> {
     // SAFETY: one remote ioc by the check above and the caller's contract.
     let r = unsafe { &*m.rma_iov };
     // SAFETY: the operand ioc, if any, by the caller's contract.
-    let operand = match unsafe { iocs(m.msg_iov, m.iov_count, dt) }?.pop() {
-        Some(b) => &*b,
-        None => &[],
-    };
+    let operand = unsafe { iocs_ref(m.msg_iov, m.iov_count, dt) }?
+        .first()
+        .copied()
+        .unwrap_or_default();
     Some(AtomicMsg {
         operand,
         addr: FiAddr(m.addr),
@@ -2196,14 +2204,29 @@ unsafe fn amo_msg<'a>(m: *const sys::fi_msg_atomic) -> Option<AtomicMsg<'a>> {
     })
 }
 
-/// Gathers compare values from several iocs into one buffer (the core takes one).
+/// The compare values of `count` iocs as the one buffer the core takes: the one
+/// ioc's own memory, or several copied into `room` (`None` past its
+/// `MAX_ATOMIC_SIZE` bytes, more than any atomic may compare).
 ///
 /// # Safety
-/// As [`iocs`].
-unsafe fn gathered(ioc: *const sys::fi_ioc, count: usize, dt: Datatype) -> Option<Vec<u8>> {
+/// As [`iocs_ref`].
+unsafe fn gathered<'a>(
+    ioc: *const sys::fi_ioc,
+    count: usize,
+    dt: Datatype,
+    room: &'a mut [u8; MAX_ATOMIC_SIZE],
+) -> Option<&'a [u8]> {
     // SAFETY: the caller's contract.
-    let v = unsafe { iocs(ioc, count, dt) }?;
-    Some(v.iter().flat_map(|b| b.iter().copied()).collect())
+    let v = unsafe { iocs_ref(ioc, count, dt) }?;
+    if let [one] = *v {
+        return Some(one);
+    }
+    let mut n = 0;
+    for b in v.iter() {
+        room.get_mut(n..n + b.len())?.copy_from_slice(b);
+        n += b.len();
+    }
+    Some(&room[..n])
 }
 
 macro_rules! dt_op_or_inval {
@@ -2259,8 +2282,7 @@ unsafe extern "C" fn amo_writev<S: St>(
     let e = ep_or_inval!(ep);
     let (dt, op) = dt_op_or_inval!(dt, op);
     // SAFETY: fi_atomicv's contract on the iocs.
-    let v = buf_or_inval!(unsafe { iocs(iov, count, dt) });
-    let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    let v = buf_or_inval!(unsafe { iocs_ref(iov, count, dt) });
     sret(e.ep.atomicv(
         &v,
         dt,
@@ -2361,8 +2383,7 @@ unsafe extern "C" fn amo_readwritev<S: St>(
     let e = ep_or_inval!(ep);
     let (dt, op) = dt_op_or_inval!(dt, op);
     // SAFETY: fi_fetch_atomicv's contract on the iocs.
-    let v = buf_or_inval!(unsafe { iocs(iov, count, dt) });
-    let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    let v = buf_or_inval!(unsafe { iocs_ref(iov, count, dt) });
     // SAFETY: as above; the result buffers outlive the operation.
     let mut r = buf_or_inval!(unsafe { iocs(resultv, result_count, dt) });
     // SAFETY: as above.
@@ -2468,17 +2489,17 @@ unsafe extern "C" fn amo_compwritev<S: St>(
     let e = ep_or_inval!(ep);
     let (dt, op) = dt_op_or_inval!(dt, op);
     // SAFETY: fi_compare_atomicv's contract on the iocs.
-    let v = buf_or_inval!(unsafe { iocs(iov, count, dt) });
-    let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    let v = buf_or_inval!(unsafe { iocs_ref(iov, count, dt) });
+    let mut room = [0; MAX_ATOMIC_SIZE];
     // SAFETY: as above.
-    let c = buf_or_inval!(unsafe { gathered(comparev, compare_count, dt) });
+    let c = buf_or_inval!(unsafe { gathered(comparev, compare_count, dt, &mut room) });
     // SAFETY: as above; the result buffers outlive the operation.
     let mut r = buf_or_inval!(unsafe { iocs(resultv, result_count, dt) });
     // SAFETY: as above.
     sret(unsafe {
         e.ep.compare_atomicv(
             &v,
-            &c,
+            c,
             &mut r,
             dt,
             op,
@@ -2508,13 +2529,14 @@ unsafe extern "C" fn amo_compwritemsg<S: St>(
     if result_count != 1 {
         return EINVAL;
     }
+    let mut room = [0; MAX_ATOMIC_SIZE];
     // SAFETY: as above, for the compare and result iocs.
-    let c = buf_or_inval!(unsafe { gathered(comparev, compare_count, m.datatype) });
+    let c = buf_or_inval!(unsafe { gathered(comparev, compare_count, m.datatype, &mut room) });
     // SAFETY: as above; the result buffer outlives the operation.
     let mut r = buf_or_inval!(unsafe { iocs(resultv, 1, m.datatype) });
     // SAFETY: as above.
     sret(unsafe {
-        e.ep.compare_atomicmsg(&m, &c, r[0], OpFlags::from_bits_retain(flags))
+        e.ep.compare_atomicmsg(&m, c, r[0], OpFlags::from_bits_retain(flags))
     })
 }
 
