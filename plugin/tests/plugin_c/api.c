@@ -227,6 +227,29 @@ static void close_res(struct res *r, struct fid_cq **cqs, int ncq)
 	fi_freeinfo(r->info);
 }
 
+/* Reads the completions of a send to self (context `s`) and of its receive (`r`), in
+ * either order; returns the receive's entry. */
+static struct fi_cq_tagged_entry send_recv_pair(struct fid_cq *cq, void *s, void *r)
+{
+	struct fi_cq_tagged_entry e, got = { 0 };
+	int sends = 0, recvs = 0;
+	for (int k = 0; k < 2; k++) {
+		EQ(read_one(cq, &e), 1);
+		if (e.op_context == s) {
+			CHECK(e.flags & FI_SEND);
+			sends++;
+		} else {
+			CHECK(e.op_context == r);
+			CHECK(e.flags & FI_RECV);
+			got = e;
+			recvs++;
+		}
+	}
+	EQ(sends, 1);
+	EQ(recvs, 1);
+	return got;
+}
+
 static void test_messages(void)
 {
 	struct res r;
@@ -300,6 +323,53 @@ static void test_messages(void)
 		EQ(read_one(cq, &e), 1);
 	CHECK(memcmp(in, out, 40) == 0);
 
+	/* iov_limit entries work (the receive scatters them in reverse order); one more is
+	 * an invalid argument, -FI_EINVAL, and posts nothing. */
+	const size_t lim = r.info->tx_attr->iov_limit;
+	EQ(r.info->rx_attr->iov_limit, lim);
+	CHECK(lim >= 1 && (lim + 1) * 8 <= sizeof(in));
+	struct iovec lv[8], ls[8];
+	for (size_t k = 0; k <= lim; k++) {
+		lv[k] = (struct iovec){ in + 8 * (lim - k), 8 };
+		ls[k] = (struct iovec){ out + 8 * k, 8 };
+	}
+	memset(in, 0, sizeof(in));
+	EQ(fi_recvv(r.ep, lv, NULL, lim, FI_ADDR_UNSPEC, &ctx_r), 0);
+	EQ(fi_sendv(r.ep, ls, NULL, lim, r.self, &ctx_s), 0);
+	e = send_recv_pair(cq, &ctx_s, &ctx_r);
+	EQ(e.len, 8 * lim);
+	for (size_t k = 0; k < lim; k++)
+		CHECK(memcmp(in + 8 * (lim - k), out + 8 * k, 8) == 0);
+	for (int k = 0; k < 8; k++)
+		EQ(in[k], 0);
+	EQ(fi_recvv(r.ep, lv, NULL, lim + 1, FI_ADDR_UNSPEC, &ctx_r), -FI_EINVAL);
+	EQ(fi_sendv(r.ep, ls, NULL, lim + 1, r.self, &ctx_s), -FI_EINVAL);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	/* The same through the tagged message forms. */
+	struct fi_msg_tagged tr = { .msg_iov = lv, .iov_count = lim, .addr = FI_ADDR_UNSPEC,
+				    .tag = 0x77, .context = &ctx_r };
+	struct fi_msg_tagged ts = { .msg_iov = ls, .iov_count = lim, .addr = r.self,
+				    .tag = 0x77, .context = &ctx_s };
+	memset(in, 0, sizeof(in));
+	EQ(fi_trecvmsg(r.ep, &tr, FI_COMPLETION), 0);
+	EQ(fi_tsendmsg(r.ep, &ts, FI_COMPLETION), 0);
+	e = send_recv_pair(cq, &ctx_s, &ctx_r);
+	CHECK(e.flags & FI_TAGGED);
+	EQ(e.tag, 0x77);
+	EQ(e.len, 8 * lim);
+	for (size_t k = 0; k < lim; k++)
+		CHECK(memcmp(in + 8 * (lim - k), out + 8 * k, 8) == 0);
+	tr.iov_count = ts.iov_count = lim + 1;
+	EQ(fi_trecvmsg(r.ep, &tr, FI_COMPLETION), -FI_EINVAL);
+	EQ(fi_tsendmsg(r.ep, &ts, FI_COMPLETION), -FI_EINVAL);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	/* Nothing was posted by the refused receives: a send finds no receive, and the
+	 * one posted after it takes it. */
+	EQ(fi_send(r.ep, out, 8, NULL, r.self, &ctx_s), 0);
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx_r), 0);
+	e = send_recv_pair(cq, &ctx_s, &ctx_r);
+	EQ(e.len, 8);
+
 	/* Cancel a receive: an FI_ECANCELED error entry. */
 	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &ctx_r), 0);
 	EQ(fi_cancel(&r.ep->fid, &ctx_r), 0);
@@ -367,6 +437,33 @@ static void test_messages(void)
 	EQ(fi_cq_readerr(cq, &err, 0), 1);
 	CHECK(err.err != 0);
 	EQ(target[7], 0);
+	/* Vectors at iov_limit entries, gathered and scattered in reverse; one more is
+	 * refused and leaves the region as it was. */
+	uint64_t src[8], dst[8];
+	struct iovec wv[8], rv[8];
+	for (size_t k = 0; k <= lim; k++) {
+		src[k] = 0xa0a0a0a000000000ULL + k;
+		dst[k] = 0;
+		wv[k] = (struct iovec){ &src[lim - k], 8 };
+		rv[k] = (struct iovec){ &dst[lim - k], 8 };
+	}
+	memset(target, 0, sizeof(target));
+	EQ(fi_writev(r.ep, wv, NULL, lim, r.self, 0, 7, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_s);
+	for (size_t k = 0; k < lim; k++)
+		EQ(target[k], src[lim - k]);
+	EQ(target[lim], 0);
+	EQ(fi_readv(r.ep, rv, NULL, lim, r.self, 0, 7, &ctx_r), 0);
+	EQ(read_one(cq, &e), 1);
+	CHECK(e.op_context == &ctx_r);
+	for (size_t k = 1; k <= lim; k++)
+		EQ(dst[k], src[k]);
+	EQ(dst[0], 0);
+	EQ(fi_writev(r.ep, wv, NULL, lim + 1, r.self, 0, 7, &ctx_s), -FI_EINVAL);
+	EQ(fi_readv(r.ep, rv, NULL, lim + 1, r.self, 0, 7, &ctx_r), -FI_EINVAL);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	EQ(target[lim], 0);
 	/* Atomics on the same region: sum, fetch-and-add, compare-and-swap, read. */
 	memset(target, 0, sizeof(target));
 	uint64_t one = 5, old = 0, cmp = 12, swp = 99;
@@ -432,6 +529,40 @@ static void test_messages(void)
 	EQ(fi_cq_readerr(cq, &err, 0), 1);
 	CHECK(err.err != 0);
 	EQ(target[1], 104);
+	/* Atomic vectors at iov_limit iocs of one element each, the compare values in as
+	 * many iocs (gathered into one buffer); one ioc more is refused. */
+	uint64_t add[8], swap[8], want[8], res[8];
+	struct fi_ioc addv[8], swapv[8], wantv[8], resv[8];
+	for (size_t k = 0; k <= lim; k++) {
+		add[k] = k + 1;
+		swap[k] = 100 + k;
+		want[k] = k + 1;
+		res[k] = 0;
+		addv[k] = (struct fi_ioc){ &add[k], 1 };
+		swapv[k] = (struct fi_ioc){ &swap[k], 1 };
+		wantv[k] = (struct fi_ioc){ &want[k], 1 };
+		resv[k] = (struct fi_ioc){ &res[k], 1 };
+	}
+	memset(target, 0, sizeof(target));
+	EQ(fi_atomicv(r.ep, addv, NULL, lim, r.self, 0, 7, FI_UINT64, FI_SUM, &ctx_s), 0);
+	EQ(read_one(cq, &e), 1);
+	for (size_t k = 0; k < lim; k++)
+		EQ(target[k], k + 1);
+	EQ(fi_compare_atomicv(r.ep, swapv, NULL, lim, wantv, NULL, lim, resv, NULL, lim, r.self, 0,
+			      7, FI_UINT64, FI_CSWAP, &ctx_r),
+	   0);
+	EQ(read_one(cq, &e), 1);
+	for (size_t k = 0; k < lim; k++) {
+		EQ(target[k], 100 + k);
+		EQ(res[k], k + 1);
+	}
+	EQ(fi_atomicv(r.ep, addv, NULL, lim + 1, r.self, 0, 7, FI_UINT64, FI_SUM, &ctx_s),
+	   -FI_EINVAL);
+	EQ(fi_compare_atomicv(r.ep, swapv, NULL, lim + 1, wantv, NULL, lim + 1, resv, NULL,
+			      lim + 1, r.self, 0, 7, FI_UINT64, FI_CSWAP, &ctx_r),
+	   -FI_EINVAL);
+	EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	EQ(target[lim], 0);
 	EQ(fi_close(&tmr->fid), 0);
 
 	/* Endpoint options: the multi-receive threshold round-trips, unknown ones are
