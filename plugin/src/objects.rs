@@ -2210,12 +2210,12 @@ unsafe fn amo_msg<'a>(m: *const sys::fi_msg_atomic) -> Option<AtomicMsg<'a>> {
 ///
 /// # Safety
 /// As [`iocs_ref`].
-unsafe fn gathered<'a>(
+unsafe fn gathered(
     ioc: *const sys::fi_ioc,
     count: usize,
     dt: Datatype,
-    room: &'a mut [u8; MAX_ATOMIC_SIZE],
-) -> Option<&'a [u8]> {
+    room: &mut [u8; MAX_ATOMIC_SIZE],
+) -> Option<&[u8]> {
     // SAFETY: the caller's contract.
     let v = unsafe { iocs_ref(ioc, count, dt) }?;
     if let [one] = *v {

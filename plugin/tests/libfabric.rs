@@ -171,6 +171,21 @@ fn c_connection_management_tcp() {
     }
 }
 
+/// The vector calls (msg and tagged sendv/recvv and msg forms, RMA, atomics, at
+/// iov_limit entries) and their completions make no allocator call on the calling
+/// thread once warmed up, on each provider: `tests/plugin_c/noalloc.c` counts them.
+#[test]
+fn c_vector_calls_allocate_nothing() {
+    for prov in ["fab_shm", "fab_tcp", "fab_hybrid"] {
+        let t = run_c_on("noalloc", prov);
+        assert!(t.contains("ok no allocation"), "{t}");
+        // Every operation was measured, and none allocated.
+        let rows: Vec<&str> = t.lines().filter(|l| l.contains(" per round ")).collect();
+        assert_eq!(rows.len(), 9, "{t}");
+        assert!(rows.iter().all(|l| l.contains(" 0 allocations, ")), "{t}");
+    }
+}
+
 #[test]
 fn c_two_processes_tcp() {
     let t = run_c_on("xproc", "fab_tcp");
