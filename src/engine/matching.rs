@@ -999,6 +999,23 @@ impl<R, U> Matcher<R, U> {
         (id, steps)
     }
 
+    /// Gives each unexpected message of unknown source (`FiAddr::NOTAVAIL`) the source
+    /// `f` finds for it now, if any (`f` may update the message too). Arrival order and
+    /// tag buckets are unchanged: only what a directed receive compares.
+    pub fn resolve_unexpected(&mut self, mut f: impl FnMut(&mut U) -> Option<FiAddr>) {
+        let q = &mut self.unexpected;
+        let mut cur = q.all.head;
+        while let Some(slot) = q.slab.slots.get_mut(cur as usize) {
+            let next = slot.node.all.next;
+            if slot.node.src == FiAddr::NOTAVAIL {
+                if let Some(a) = slot.val.as_mut().and_then(&mut f) {
+                    slot.node.src = a;
+                }
+            }
+            cur = next;
+        }
+    }
+
     /// The message behind `id`, or `None` if `id` is stale.
     #[inline]
     pub fn unexpected(&self, id: UnexpectedId) -> Option<&U> {

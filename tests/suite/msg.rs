@@ -706,6 +706,66 @@ fn directed_recv<A: Api>() {
     assert_eq!(&from_a[..6], b"from a");
 }
 
+/// A peer's messages that arrive before the receiver inserted it (Open MPI inserts a
+/// peer when it first addresses it) match the receives later posted for its new
+/// address, directed or tagged with a peek, and report it as their source; a sender
+/// never inserted stays `FI_ADDR_NOTAVAIL` and is taken only by a receive from anyone.
+fn directed_recv_sender_inserted_later<A: Api>() {
+    let mut bufs = [[0u8; 8]; 3];
+    let (a, b, _b_at_a, a_at_b) = pair::<A>();
+    let c = node::<A>(|_| {});
+    let d = node::<A>(|_| {});
+    let b_at_c = c.av.insert(&b.ep.name()).unwrap();
+    let b_at_d = d.av.insert(&b.ep.name()).unwrap();
+    deliver_tagged(&c, &b, b_at_c, b"early c", 7);
+    deliver_tagged(&d, &b, b_at_d, b"early d", 7);
+    deliver_tagged(&c, &b, b_at_c, b"peek c", 8);
+    let doms: [&dyn DomainOps; 3] = [&a.domain, &c.domain, &d.domain];
+    let doms = &doms[..];
+    assert_cq_empty(&b.cq, doms);
+    // Inserted only now.
+    let c_at_b = b.av.insert(&c.ep.name()).unwrap();
+    assert_ne!(c_at_b, a_at_b);
+    let [r0, r1, r2] = &mut bufs;
+    // SAFETY: the buffers outlive the receives, which complete below.
+    unsafe { b.ep.trecv(r0, c_at_b, 7, 0, Context(1)).unwrap() };
+    let (e, src) = wait_one_from(&b.cq, doms).unwrap();
+    assert_eq!(e.context(), Context(1));
+    assert_eq!(src, c_at_b, "the source once inserted");
+    assert_eq!(&r0[..7], b"early c");
+    // A peek naming c finds its other message.
+    let mut none: [&mut [u8]; 0] = [];
+    let mut m = TaggedMsgMut {
+        iov: &mut none,
+        addr: c_at_b,
+        tag: 8,
+        ignore: 0,
+        context: Context(2),
+    };
+    // SAFETY: no buffers.
+    unsafe { b.ep.trecvmsg(&mut m, OpFlags::PEEK).unwrap() };
+    let (e, src) = wait_one_from(&b.cq, doms).unwrap();
+    assert_eq!((e.context(), src), (Context(2), c_at_b));
+    // SAFETY: as above.
+    unsafe { b.ep.trecv(r1, c_at_b, 8, 0, Context(3)).unwrap() };
+    let (e, _) = wait_one_from(&b.cq, doms).unwrap();
+    assert_eq!(e.context(), Context(3));
+    assert_eq!(&r1[..6], b"peek c");
+    // d was never inserted: a receive naming a does not take its message, one from
+    // anyone does, and reports no source.
+    // SAFETY: as above.
+    unsafe { b.ep.trecv(r2, a_at_b, 7, 0, Context(4)).unwrap() };
+    assert_cq_empty(&b.cq, doms);
+    assert_eq!(b.ep.cancel(Context(4)), Ok(()));
+    let err = wait_err(&b.cq, doms);
+    assert_eq!(err.err, Error::Canceled);
+    // SAFETY: as above.
+    unsafe { b.ep.trecv(r2, ANY, 7, 0, Context(5)).unwrap() };
+    let (e, src) = wait_one_from(&b.cq, doms).unwrap();
+    assert_eq!((e.context(), src), (Context(5), FiAddr::NOTAVAIL));
+    assert_eq!(&r2[..7], b"early d");
+}
+
 fn unexpected_then_expected<A: Api>() {
     let mut r = [[0u8; 4]; 3];
     let (a, b, b_at_a, _) = pair::<A>();
@@ -1985,6 +2045,8 @@ suite_matrix!(
     rdm_only: [
         // Receives filtered by source among three peers (FI_DIRECTED_RECV, an AV).
         directed_recv,
+        // Messages from a peer not yet in the AV match receives for its address later.
+        directed_recv_sender_inserted_later,
         // FI_SOURCE addresses of two peers.
         readfrom_source,
         // AV calls.

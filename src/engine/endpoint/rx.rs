@@ -44,6 +44,9 @@ impl<S: Config> EpInner<S> {
                 FiAddr::UNSPEC
             };
             if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM) {
+                if st.unresolved != 0 {
+                    resolve_sources(st);
+                }
                 // A copy, so that `r` never escapes: the request then stays in
                 // registers and the receive is built straight into its matcher slot.
                 return peek_claim(st, *r, src, flags);
@@ -57,6 +60,9 @@ impl<S: Config> EpInner<S> {
             let multi = flags.contains(OpFlags::MULTI_RECV);
             if multi && r.tagged {
                 return Err(Error::BadFlags);
+            }
+            if st.unresolved != 0 {
+                resolve_sources(st);
             }
             let RxState {
                 bind,
@@ -249,8 +255,15 @@ fn deliver_msg<S: Config, R: Pull>(
             msg,
             min_multi_recv,
             pool,
+            unresolved,
+            av: st_av,
+            caps,
             ..
         } = st;
+        // Only endpoints that report or match sources name their senders.
+        let st_av = st_av
+            .as_ref()
+            .filter(|_| caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV));
         let m: &mut Matcher<PostedRecv, Unexp> = if tagged { tq } else { msg };
         let mtag = if tagged { tag } else { 0 };
         let delivered = m.deliver(mtag, src, |p| {
@@ -276,6 +289,11 @@ fn deliver_msg<S: Config, R: Pull>(
         let mut buf = pool.take();
         let failed = !stash(&mut buf, payload, S::Provider::MAX_MSG_SIZE);
         pool.hold(&buf);
+        // A sender not in the AV yet: kept by name, looked up again by later receives.
+        let src_name = (src == FiAddr::NOTAVAIL && st_av.is_some()).then(|| {
+            *unresolved += 1;
+            Box::<[u8]>::from(src_name)
+        });
         m.push_unexpected(
             mtag,
             src,
@@ -284,6 +302,7 @@ fn deliver_msg<S: Config, R: Pull>(
                 data,
                 tag,
                 src,
+                src_name,
                 failed,
             },
         );
@@ -502,6 +521,32 @@ fn finish_recv<S: Config>(
         }
     }
     (finished, failed)
+}
+
+/// Looks up again the senders of unexpected messages that arrived before their sender
+/// was in the AV, and gives those now inserted their address, for matching and for
+/// `FI_SOURCE`; counts those still unknown.
+#[cold]
+#[inline(never)]
+fn resolve_sources<S: Config>(st: &mut RxState<S>) {
+    let Some(av) = st.av.as_ref() else {
+        st.unresolved = 0;
+        return;
+    };
+    let mut left = 0;
+    let mut resolve = |u: &mut Unexp| {
+        let a = av.reverse(u.src_name.as_deref()?);
+        if a == FiAddr::NOTAVAIL {
+            left += 1;
+            return None;
+        }
+        u.src = a;
+        u.src_name = None;
+        Some(a)
+    };
+    st.tagged.resolve_unexpected(&mut resolve);
+    st.msg.resolve_unexpected(&mut resolve);
+    st.unresolved = left;
 }
 
 /// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` on tagged receives.

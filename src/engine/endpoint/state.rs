@@ -231,6 +231,9 @@ pub(crate) struct Unexp {
     pub(crate) data: Option<u64>,
     pub(crate) tag: u64,
     pub(crate) src: FiAddr,
+    /// The sender's name while `src` is unknown because the sender was not in the AV
+    /// when the message arrived (see [`RxState::unresolved`]).
+    pub(crate) src_name: Option<Box<[u8]>>,
     /// The payload did not arrive whole (its sender vanished mid-copy): the receive
     /// that takes it completes with `FI_EIO`.
     pub(crate) failed: bool,
@@ -250,6 +253,11 @@ pub(crate) struct RxState<S: Config> {
     pub(crate) min_multi_recv: usize,
     /// Messages claimed with `FI_PEEK | FI_CLAIM`, by the claiming context.
     pub(crate) claimed: Vec<(Context, Unexp)>,
+    /// At least how many unexpected messages have a sender that was not in the AV when
+    /// they arrived. A peer may send before the receiver inserts it (Open MPI inserts a
+    /// peer when it first addresses it): the receive then posted for that peer's new
+    /// address must still match them, so receives look their senders up again first.
+    pub(crate) unresolved: usize,
     /// Unexpected-message buffers: recycled, and bounded in bytes.
     pub(crate) pool: UnexpBufs,
 }
@@ -368,6 +376,7 @@ impl<S: Config> RxCtx<S> {
                 size,
                 min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 claimed: Vec::new(),
+                unresolved: 0,
                 pool: UnexpBufs::default(),
             }),
         })
