@@ -47,7 +47,12 @@ const MISSING: i32 = 77;
 
 /// The scripts' directory.
 pub fn scripts() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster")
+    // From the workspace's root crate or a member's (the plugin's tests use it too).
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("scripts/cluster"))
+        .find(|p| p.is_dir())
+        .expect("scripts/cluster in the workspace")
 }
 
 /// One node: its name (also its hostname and network namespace) and address.
