@@ -6,7 +6,7 @@
 # compiled Rust) and the suite several more per run.
 #
 #   plugin/tests/mpi4py.sh            # all four runs
-#   NPS="2" MODES="fab_tcp" plugin/tests/mpi4py.sh
+#   NPS="2" MODES="fab_tcp fab_hybrid" plugin/tests/mpi4py.sh
 #
 # Needs python3-venv, openmpi-bin, libopenmpi-dev, and network access to PyPI. Left
 # out of every run (EXCLUDE), the same on every transport so the counts compare:
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 NPS=${NPS:-"2 4"}
-MODES=${MODES:-"fab_tcp default"}
+MODES=${MODES:-"fab_tcp fab_hybrid default"}
 WORK=${WORK:-/tmp/mpi4py-fabric}
 TARGET=${CARGO_TARGET_DIR:-target}
 EXCLUDE=${EXCLUDE:-"-e test_spawn -e test_dynproc -x testAlltoallwBottom
@@ -36,6 +36,7 @@ EXCLUDE=${EXCLUDE:-"-e test_spawn -e test_dynproc -x testAlltoallwBottom
 cargo build --release -p fabric-ofi >&2
 mkdir -p "$WORK/prov"
 cp "$TARGET/release/libfabric_ofi.so" "$WORK/prov/libfab_tcp-fi.so"
+cp "$TARGET/release/libfabric_ofi.so" "$WORK/prov/libfab_hybrid-fi.so"
 
 if [[ ! -x $WORK/venv/bin/python ]]; then
     python3 -m venv "$WORK/venv"
@@ -50,7 +51,7 @@ test_dir=$WORK/src/$(basename "$src" .tar.gz)
 
 for mode in $MODES; do
     case $mode in
-    fab_tcp) mca=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include fab_tcp -x "FI_PROVIDER_PATH=$WORK/prov") ;;
+    fab_tcp | fab_hybrid) mca=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$mode" -x "FI_PROVIDER_PATH=$WORK/prov") ;;
     default) mca=() ;;
     *) echo "unknown mode $mode" >&2; exit 2 ;;
     esac
