@@ -421,36 +421,46 @@ fn mpi_prog(name: &'static str) -> PathBuf {
     bin
 }
 
-/// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
-/// `prov`, unmodified; asserts it succeeded and that `prov` carried it.
-fn mpi_over(prov: &str, n: u32) {
+/// `mpirun -n N` of `tests/mpi/<prog>.c` with point-to-point on Open MPI's `mtl ofi`
+/// over `prov` (verbose, to name the provider it opened), plus `extra` arguments;
+/// returns its output after asserting it succeeded.
+fn mpirun_ofi(n: u32, prov: &str, extra: &[&str], prog: &'static str) -> String {
+    let n = n.to_string();
+    let mut args = vec![
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n,
+        "--mca",
+        "pml",
+        "cm",
+        "--mca",
+        "mtl",
+        "ofi",
+        "--mca",
+        "mtl_ofi_provider_include",
+        prov,
+        "--mca",
+        "mtl_base_verbose",
+        "100",
+        "-x",
+        "FI_PROVIDER_PATH",
+    ];
+    args.extend_from_slice(extra);
     let out = run(
-        with_plugin(Command::new("mpirun").args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            &n.to_string(),
-            "--mca",
-            "pml",
-            "cm",
-            "--mca",
-            "mtl",
-            "ofi",
-            "--mca",
-            "mtl_ofi_provider_include",
-            prov,
-            "--mca",
-            "mtl_base_verbose",
-            "100",
-            "-x",
-            "FI_PROVIDER_PATH",
-        ]))
-        .arg(mpi_prog("p2p")),
+        with_plugin(Command::new("mpirun").args(&args)).arg(mpi_prog(prog)),
         Duration::from_secs(240),
         "mpirun",
     );
     let t = text(&out);
     assert!(out.status.success(), "mpirun failed:\n{t}");
+    t
+}
+
+/// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
+/// `prov`, unmodified; asserts it succeeded and that `prov` carried it.
+fn mpi_over(prov: &str, n: u32) {
+    let t = mpirun_ofi(n, prov, &[], "p2p");
     assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
     // Every rank's mtl ofi opened our provider.
     let opened = t.matches(&format!("mtl:ofi:provider: {prov}")).count();
@@ -514,39 +524,18 @@ fn fi_pingpong_hybrid_all_sizes_with_data_checks() {
 /// other component reaches a peer, so a window works only if btl ofi took fab_tcp.
 #[test]
 fn open_mpi_one_sided_over_btl_ofi() {
-    let out = run(
-        with_plugin(Command::new("mpirun").args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            "4",
-            "--mca",
-            "pml",
-            "cm",
-            "--mca",
-            "mtl",
-            "ofi",
-            "--mca",
-            "mtl_ofi_provider_include",
-            "fab_tcp",
-            "--mca",
-            "osc",
-            "rdma",
-            "--mca",
-            "btl",
-            "ofi,self",
-            "--mca",
-            "btl_ofi_provider_include",
-            "fab_tcp",
-            "-x",
-            "FI_PROVIDER_PATH",
-        ]))
-        .arg(mpi_prog("osc")),
-        Duration::from_secs(240),
-        "mpirun",
-    );
-    let t = text(&out);
-    assert!(out.status.success(), "mpirun failed:\n{t}");
+    let extra = [
+        "--mca",
+        "osc",
+        "rdma",
+        "--mca",
+        "btl",
+        "ofi,self",
+        "--mca",
+        "btl_ofi_provider_include",
+        "fab_tcp",
+    ];
+    let t = mpirun_ofi(4, "fab_tcp", &extra, "osc");
     assert!(t.contains("ok osc 4 ranks"), "{t}");
 }
 
