@@ -101,6 +101,38 @@ impl<S: Config> WaitSet<S> {
         })
     }
 
+    /// A set on an existing wait object, which other sets (of other stacks) may share:
+    /// how a binding that opens a wait set before it knows the stacks of the CQs and
+    /// counters to come (libfabric's `fi_wait_open` on the fabric) keeps one wait object
+    /// for all of them, with one set per stack. `Err(Inval)` for an `FI_WAIT_NONE`
+    /// waiter, which nothing could wait on.
+    pub fn sharing(waiter: Arc<Waiter>) -> Result<Self> {
+        if waiter.kind() == WaitObj::None {
+            return Err(Error::Inval);
+        }
+        Ok(WaitSet {
+            waiter,
+            members: LockOf::<S, _>::new(Vec::new()),
+        })
+    }
+
+    /// Detaches `cq` (attached by [`Domain::cq_in_set`](crate::Domain::cq_in_set)), so
+    /// that a CQ closed by its user stops counting as an event source of the set. The
+    /// CQ keeps signaling the set's wait object while other handles to it live.
+    pub fn detach_cq(&self, cq: &Cq<S>) {
+        self.members.with(|m| {
+            m.retain(|mem| !matches!(mem, Member::Cq(c) if Arc::ptr_eq(&c.inner, &cq.inner)))
+        });
+    }
+
+    /// Detaches `cntr` (attached by
+    /// [`Domain::cntr_in_set`](crate::Domain::cntr_in_set)), as [`WaitSet::detach_cq`].
+    pub fn detach_cntr(&self, cntr: &Counter<S>) {
+        self.members.with(|m| {
+            m.retain(|mem| !matches!(mem, Member::Cntr(c, _) if Arc::ptr_eq(&c.inner, &cntr.inner)))
+        });
+    }
+
     pub(crate) fn waiter(&self) -> &Arc<Waiter> {
         &self.waiter
     }

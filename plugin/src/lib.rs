@@ -50,7 +50,9 @@ mod eq;
 mod fid;
 mod nosys;
 mod objects;
+mod pollset;
 pub mod sys;
+mod waitset;
 
 use fid::Refs;
 use fid::{neg, Obj};
@@ -319,8 +321,8 @@ const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
         domain: Some(domain_open::<E>),
         passive_ep: Some(cm::pep_open::<E>),
         eq_open: Some(eq_open::<E>),
-        wait_open: Some(no_wait_open),
-        trywait: Some(no_trywait),
+        wait_open: Some(waitset::wait_open::<E>),
+        trywait: Some(waitset::trywait::<E>),
         domain2: None,
     }
 }
@@ -473,16 +475,6 @@ unsafe extern "C" fn eq_open<E: Exposed>(
         Some(fab) => unsafe { eq::open(&fab.eqs, &fab.refs, attr, out, context) },
         None => neg(Error::Inval),
     }
-}
-unsafe extern "C" fn no_wait_open(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_wait_attr,
-    _: *mut *mut sys::fid_wait,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn no_trywait(_: *mut sys::fid_fabric, _: *mut *mut sys::fid, _: c_int) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
 }
 
 unsafe extern "C" fn cleanup() {}
