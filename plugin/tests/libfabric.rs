@@ -121,6 +121,8 @@ fn c_api_suite() {
         "ok format 4 (stack 1)",
         "ok misuse",
         "ok counters and waits",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {
@@ -148,6 +150,8 @@ fn c_api_suite_tcp() {
         "ok format 4 (stack 1)",
         "ok misuse",
         "ok counters and waits",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {
@@ -470,6 +474,8 @@ fn c_api_suite_hybrid() {
         "ok peek and claim (stack 1)",
         "ok format 4 (stack 1)",
         "ok misuse",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {
