@@ -193,7 +193,7 @@ impl Holds {
     /// Gives back one hold on `r`; returns whether there was one.
     pub(crate) fn remove(&self, r: &Refs) -> bool {
         let mut l = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(i) = l.iter().position(|&p| p == r as *const Refs) else {
+        let Some(i) = l.iter().position(|&p| core::ptr::eq(p, r)) else {
             return false;
         };
         l.swap_remove(i);

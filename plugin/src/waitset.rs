@@ -238,11 +238,17 @@ pub(crate) unsafe extern "C" fn wait_open<E: Exposed>(
         Ok(w) => Arc::new(w),
         Err(e) => return neg(e),
     };
+    // Shared with the members' handles, which C may close from any thread: hence an
+    // `Arc`, though the core sets of `FI_THREAD_DOMAIN` stacks inside are neither Send
+    // nor Sync. They are only reached under `sets`' lock, and the stacks' objects
+    // under the application's threading contract, as every object of the plugin.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let shared = Arc::new(Shared {
+        waiter,
+        sets: Mutex::new(Vec::new()),
+    });
     let st = WaitState {
-        shared: Arc::new(Shared {
-            waiter,
-            sets: Mutex::new(Vec::new()),
-        }),
+        shared,
         kind,
         refs: Refs::default(),
         holds: Holds::default(),
@@ -367,9 +373,7 @@ unsafe fn trywait_one<E: Exposed>(fid: *mut sys::fid) -> c_int {
     let class = unsafe { (*fid).fclass } as u32;
     let r = match class {
         sys::FI_CLASS_WAIT => return lookup(fid.cast()).map_or(neg(Error::Inval), |w| w.trywait()),
-        sys::FI_CLASS_EQ => {
-            crate::eq::lookup::<crate::eq::EqStack<E>>(fid).map(|q| Waitable::trywait(q))
-        }
+        sys::FI_CLASS_EQ => crate::eq::lookup::<crate::eq::EqStack<E>>(fid).map(Waitable::trywait),
         sys::FI_CLASS_CQ => on_any_stack!(E, cq_trywait, fid),
         sys::FI_CLASS_CNTR => on_any_stack!(E, cntr_trywait, fid),
         _ => None,

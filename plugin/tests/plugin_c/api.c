@@ -1009,6 +1009,31 @@ static void test_wait_and_poll_sets(void)
 	EQ(fi_domain(r.fabric, r.info, &d2, NULL), 0);
 	EQ(fi_cq_open(d2, &plain_attr, &cq2, NULL), 0);
 	EQ(fi_poll_add(ps, &cq2->fid, 0), -FI_EINVAL);
+	if (variant == 0) {
+		/* A domain on the other stack: its counter shares the wait set (opened
+		 * before any stack was chosen); its CQ is not for this domain's poll set. */
+		variant = 1;
+		struct fi_info *h1 = hints_base(), *i1;
+		variant = 0;
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h1, &i1), 0);
+		fi_freeinfo(h1);
+		struct fid_domain *d1;
+		struct fid_cntr *c1;
+		struct fid_cq *cq1;
+		EQ(fi_domain(r.fabric, i1, &d1, NULL), 0);
+		cntr_attr.wait_set = ws;
+		EQ(fi_cntr_open(d1, &cntr_attr, &c1, NULL), 0);
+		EQ(fi_cq_open(d1, &plain_attr, &cq1, NULL), 0);
+		EQ(fi_poll_add(ps, &cq1->fid, 0), -FI_EINVAL);
+		EQ(fi_wait(ws, 0), -FI_ETIMEDOUT);
+		EQ(fi_cntr_add(c1, 1), 0);
+		EQ(fi_wait(ws, 5000), 0);
+		EQ(fi_wait(ws, 0), -FI_ETIMEDOUT);
+		EQ(fi_close(&c1->fid), 0);
+		EQ(fi_close(&cq1->fid), 0);
+		EQ(fi_close(&d1->fid), 0);
+		fi_freeinfo(i1);
+	}
 	void *ctxs[4] = { NULL };
 	EQ(fi_poll(ps, ctxs, 4), 0);
 	EQ(fi_poll(ps, NULL, 4), -FI_EINVAL);
