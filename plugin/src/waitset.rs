@@ -175,9 +175,15 @@ impl WaitState {
     /// `-FI_EAGAIN` if a member has events, which the application processes before it
     /// blocks. In this order an event that comes after the look signals the wait
     /// object again.
+    ///
+    /// A member's signal during the look also gives `-FI_EAGAIN`: a CQ found empty
+    /// clears the shared wait object, which may drain the readiness another member's
+    /// new completion (from a progress thread) just raised.
     fn trywait(&self) -> c_int {
-        self.shared.waiter.clear();
-        if self.shared.ready() {
+        let waiter = &self.shared.waiter;
+        let token = waiter.prepare();
+        waiter.clear();
+        if self.shared.ready() || waiter.wait(token, Some(Duration::ZERO)).is_ok() {
             neg(Error::Again)
         } else {
             0
