@@ -136,8 +136,8 @@ fn c_two_processes_rma_atomics_messages() {
     assert!(t.contains("ok two processes"), "{t}");
 }
 
-/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, EQ) on
-/// fab_tcp.
+/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, wait and
+/// poll sets, EQ) on fab_tcp.
 #[test]
 fn c_api_suite_tcp() {
     let t = run_c_on("api", "fab_tcp");
