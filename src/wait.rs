@@ -61,16 +61,20 @@ pub fn trywait(objs: &[&dyn Waitable]) -> Result<()> {
 /// A CQ or counter attached to a wait or poll set.
 enum Member<S: Config> {
     Cq(Cq<S>),
-    Cntr(Counter<S>, AtomicU64),
+    /// With the success and error values last seen: a counter has events when either
+    /// moved (`fi_poll(3)`), so a failed operation that only bumps the error value
+    /// is reported too.
+    Cntr(Counter<S>, AtomicU64, AtomicU64),
 }
 
 impl<S: Config> Member<S> {
     fn ready(&self) -> bool {
         match self {
             Member::Cq(c) => c.trywait().is_err(),
-            Member::Cntr(c, last) => {
-                let v = c.read();
-                last.swap(v, Ordering::AcqRel) != v
+            Member::Cntr(c, last, last_err) => {
+                let (v, e) = (c.read(), c.read_err());
+                // Both swaps run: each baseline moves to what was just seen.
+                (last.swap(v, Ordering::AcqRel) != v) | (last_err.swap(e, Ordering::AcqRel) != e)
             }
         }
     }
@@ -78,7 +82,7 @@ impl<S: Config> Member<S> {
     fn domain(&self) -> &Arc<DomainInner<S>> {
         match self {
             Member::Cq(c) => &c.domain,
-            Member::Cntr(c, _) => &c.domain,
+            Member::Cntr(c, ..) => &c.domain,
         }
     }
 }
@@ -101,6 +105,40 @@ impl<S: Config> WaitSet<S> {
         })
     }
 
+    /// A set on an existing wait object, which other sets (of other stacks) may share:
+    /// how a binding that opens a wait set before it knows the stacks of the CQs and
+    /// counters to come (libfabric's `fi_wait_open` on the fabric) keeps one wait object
+    /// for all of them, with one set per stack. `Err(Inval)` for an `FI_WAIT_NONE`
+    /// waiter, which nothing could wait on.
+    pub fn sharing(waiter: Arc<Waiter>) -> Result<Self> {
+        if waiter.kind() == WaitObj::None {
+            return Err(Error::Inval);
+        }
+        Ok(WaitSet {
+            waiter,
+            members: LockOf::<S, _>::new(Vec::new()),
+        })
+    }
+
+    /// Detaches `cq` (attached by [`Domain::cq_in_set`](crate::Domain::cq_in_set)), so
+    /// that a CQ closed by its user stops counting as an event source of the set. The
+    /// CQ keeps signaling the set's wait object while other handles to it live.
+    pub fn detach_cq(&self, cq: &Cq<S>) {
+        self.members.with(|m| {
+            m.retain(|mem| !matches!(mem, Member::Cq(c) if Arc::ptr_eq(&c.inner, &cq.inner)))
+        });
+    }
+
+    /// Detaches `cntr` (attached by
+    /// [`Domain::cntr_in_set`](crate::Domain::cntr_in_set)), as [`WaitSet::detach_cq`].
+    pub fn detach_cntr(&self, cntr: &Counter<S>) {
+        self.members.with(|m| {
+            m.retain(
+                |mem| !matches!(mem, Member::Cntr(c, ..) if Arc::ptr_eq(&c.inner, &cntr.inner)),
+            )
+        });
+    }
+
     pub(crate) fn waiter(&self) -> &Arc<Waiter> {
         &self.waiter
     }
@@ -110,8 +148,13 @@ impl<S: Config> WaitSet<S> {
     }
 
     pub(crate) fn attach_cntr(&self, cntr: &Counter<S>) {
-        self.members
-            .with(|m| m.push(Member::Cntr(cntr.clone(), AtomicU64::new(0))));
+        self.members.with(|m| {
+            m.push(Member::Cntr(
+                cntr.clone(),
+                AtomicU64::new(0),
+                AtomicU64::new(0),
+            ))
+        });
     }
 
     /// `fi_wait`: blocks until an attached object has events (`Ok`) or the timeout
@@ -171,11 +214,12 @@ impl<S: Config> PollSet<S> {
             .with(|m| m.push((context, Member::Cq(cq.clone()))));
     }
 
-    /// `fi_poll_add` of a counter, reported when its value changed since the last poll.
+    /// `fi_poll_add` of a counter, reported when its value or error value changed since
+    /// the last poll.
     pub fn add_cntr(&self, cntr: &Counter<S>, context: Context) {
-        let last = AtomicU64::new(cntr.read());
+        let (last, last_err) = (AtomicU64::new(cntr.read()), AtomicU64::new(cntr.read_err()));
         self.members
-            .with(|m| m.push((context, Member::Cntr(cntr.clone(), last))));
+            .with(|m| m.push((context, Member::Cntr(cntr.clone(), last, last_err))));
     }
 
     /// `fi_poll_del`: removes the member added with `context`.

@@ -179,6 +179,42 @@ impl Holds {
             .push(r as *const Refs);
     }
 
+    /// [`Holds::add`] unless `r` is held already; returns whether it was added.
+    pub(crate) fn add_once(&self, r: &Refs) -> bool {
+        let mut l = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if l.contains(&(r as *const Refs)) {
+            return false;
+        }
+        r.0.fetch_add(1, Ordering::AcqRel);
+        l.push(r as *const Refs);
+        true
+    }
+
+    /// Gives back one hold on `r`; returns whether there was one.
+    pub(crate) fn remove(&self, r: &Refs) -> bool {
+        let mut l = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(i) = l.iter().position(|&p| core::ptr::eq(p, r)) else {
+            return false;
+        };
+        l.swap_remove(i);
+        r.0.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Whether `r` is held: which object a CQ or counter was opened on (compared by
+    /// address, never dereferenced).
+    pub(crate) fn contains(&self, r: *const Refs) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&r)
+    }
+
+    /// How many holds there are.
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     pub(crate) fn release(&self) {
         for r in self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             // SAFETY: the object owning `r` is busy while we hold it, so it is open.

@@ -24,9 +24,14 @@
 //! What it offers: RDM (and, on shm, DGRAM) endpoints with messages, tagged messages, RMA and
 //! atomics, endpoint options; CQs in the four formats with `readfrom`, `readerr`,
 //! `sread` and `signal`; counters; table and map AVs; memory registration; EQs on the
-//! fabric; on tcp, MSG and passive endpoints with connection management. RMA events,
-//! triggered operations, scalable endpoints, shared contexts, wait and poll sets and
-//! collectives are left out of the capabilities reported and answer `-FI_ENOSYS`.
+//! fabric; wait sets (`fi_wait_open` with `FI_WAIT_UNSPEC`, `FI_WAIT_FD`,
+//! `FI_WAIT_MUTEX_COND` or `FI_WAIT_YIELD`, `fi_wait`, `FI_GETWAIT` of the fd,
+//! `FI_GETWAITOBJ`) gathering CQs and counters of any stack opened with `FI_WAIT_SET`,
+//! `fi_trywait` on EQs, CQs, counters and wait sets, and poll sets of a domain's CQs and
+//! counters; on tcp, MSG and passive endpoints with connection management. RMA events,
+//! triggered operations, scalable endpoints, shared contexts, EQs on wait sets,
+//! `FI_WAIT_POLLFD` and collectives are left out of the capabilities reported and answer
+//! `-FI_ENOSYS`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -50,7 +55,9 @@ mod eq;
 mod fid;
 mod nosys;
 mod objects;
+mod pollset;
 pub mod sys;
+mod waitset;
 
 use fid::Refs;
 use fid::{neg, Obj};
@@ -319,8 +326,8 @@ const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
         domain: Some(domain_open::<E>),
         passive_ep: Some(cm::pep_open::<E>),
         eq_open: Some(eq_open::<E>),
-        wait_open: Some(no_wait_open),
-        trywait: Some(no_trywait),
+        wait_open: Some(waitset::wait_open::<E>),
+        trywait: Some(waitset::trywait::<E>),
         domain2: None,
     }
 }
@@ -473,16 +480,6 @@ unsafe extern "C" fn eq_open<E: Exposed>(
         Some(fab) => unsafe { eq::open(&fab.eqs, &fab.refs, attr, out, context) },
         None => neg(Error::Inval),
     }
-}
-unsafe extern "C" fn no_wait_open(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_wait_attr,
-    _: *mut *mut sys::fid_wait,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn no_trywait(_: *mut sys::fid_fabric, _: *mut *mut sys::fid, _: c_int) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
 }
 
 unsafe extern "C" fn cleanup() {}

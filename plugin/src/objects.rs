@@ -22,6 +22,7 @@ use crate::cmem::{
 };
 use crate::fid::{neg, no_bind, no_control, no_ops_open, ret, sret, Holds, Obj, Refs};
 use crate::sys;
+use crate::waitset::InSet;
 use crate::{Exposed, St};
 
 /// A domain of stack `S`, with the fabric the core opens alongside it.
@@ -41,16 +42,20 @@ pub struct EpState<S: St> {
 
 /// A completion queue.
 pub struct CqState<S: St> {
-    cq: Cq<S>,
-    refs: Refs,
-    holds: Holds,
+    pub(crate) cq: Cq<S>,
+    pub(crate) refs: Refs,
+    pub(crate) holds: Holds,
+    /// Its place in a wait set (`FI_WAIT_SET`), left when it closes.
+    _set: Option<InSet<S>>,
 }
 
 /// A counter.
 pub struct CntrState<S: Config> {
-    cntr: Counter<S>,
-    refs: Refs,
-    holds: Holds,
+    pub(crate) cntr: Counter<S>,
+    pub(crate) refs: Refs,
+    pub(crate) holds: Holds,
+    /// Its place in a wait set (`FI_WAIT_SET`), left when it closes.
+    _set: Option<InSet<S>>,
 }
 
 /// An address vector.
@@ -132,6 +137,17 @@ const fn domain_fi_ops<S: St>() -> sys::fi_ops {
     }
 }
 
+/// The core domain behind domain handle `d` of stack `S`, and its count of dependents.
+///
+/// # Safety
+/// As [`Obj::state`]: `d` is NULL or a domain of stack `S` (its ops table's call).
+pub(crate) unsafe fn domain_of<'a, S: St>(
+    d: *mut sys::fid_domain,
+) -> Option<(&'a Domain<S>, &'a Refs)> {
+    // SAFETY: the caller's contract.
+    unsafe { DomainObj::<S>::state(d) }.map(|s| (&s.domain, &s.refs))
+}
+
 unsafe extern "C" fn domain_close<S: St>(f: *mut sys::fid) -> c_int {
     // SAFETY: called through this type's ops table.
     unsafe { DomainObj::<S>::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
@@ -145,7 +161,7 @@ const fn domain_ops<S: St>() -> sys::fi_ops_domain {
         endpoint: Some(ep_open::<S>),
         scalable_ep: Some(no_scalable_ep),
         cntr_open: Some(cntr_open::<S>),
-        poll_open: Some(no_poll_open),
+        poll_open: Some(crate::pollset::poll_open::<S>),
         stx_ctx: Some(no_stx_ctx),
         srx_ctx: Some(no_srx_ctx),
         query_atomic: Some(query_atomic::<S>),
@@ -159,13 +175,6 @@ unsafe extern "C" fn no_scalable_ep(
     _: *mut sys::fi_info,
     _: *mut *mut sys::fid_ep,
     _: *mut c_void,
-) -> c_int {
-    -(sys::FI_ENOSYS as c_int)
-}
-unsafe extern "C" fn no_poll_open(
-    _: *mut sys::fid_domain,
-    _: *mut sys::fi_poll_attr,
-    _: *mut *mut sys::fid_poll,
 ) -> c_int {
     -(sys::FI_ENOSYS as c_int)
 }
@@ -292,9 +301,14 @@ unsafe extern "C" fn cq_open<S: St>(
     if a.flags & !(sys::FI_AFFINITY as u64) != 0 {
         return neg(Error::BadFlags);
     }
-    if wait_obj == WaitObj::Set || !a.wait_set.is_null() {
-        return neg(Error::NoSys);
-    }
+    // fi_cq(3): `wait_set` is ignored unless the wait object is FI_WAIT_SET.
+    let set = match wait_obj {
+        WaitObj::Set => match crate::waitset::lookup(a.wait_set) {
+            Some(w) => Some(w),
+            None => return neg(Error::Inval),
+        },
+        _ => None,
+    };
     let ca = CqAttr {
         size: a.size,
         flags: 0,
@@ -303,7 +317,11 @@ unsafe extern "C" fn cq_open<S: St>(
         signaling_vector: a.signaling_vector,
         wait_cond,
     };
-    let cq = match dom.domain.cq(&ca) {
+    let r = match set {
+        Some(w) => w.cq(&dom.domain, &ca).map(|(c, s)| (c, Some(s))),
+        None => dom.domain.cq(&ca).map(|c| (c, None)),
+    };
+    let (cq, in_set) = match r {
         Ok(c) => c,
         Err(e) => return neg(e),
     };
@@ -317,8 +335,12 @@ unsafe extern "C" fn cq_open<S: St>(
         cq,
         refs: Refs::default(),
         holds: Holds::default(),
+        _set: in_set,
     };
     st.holds.add(&dom.refs);
+    if let Some(w) = set {
+        st.holds.add(&w.refs);
+    }
     let hdr = sys::fid_cq {
         fid: fid(sys::FI_CLASS_CQ, context, const { &cq_fi_ops::<S>() }),
         ops: ptr_of(ops),
@@ -359,6 +381,11 @@ unsafe extern "C" fn cq_control<S: St>(f: *mut sys::fid, cmd: c_int, arg: *mut c
         (sys::FI_GETWAIT, _) => neg(Error::Inval),
         _ => neg(Error::NoSys),
     }
+}
+
+/// The CQ of stack `S` behind `fid`, if it is one and open.
+pub(crate) fn cq_of<'a, S: St>(fid: *mut sys::fid) -> Option<&'a CqState<S>> {
+    CqObj::<S>::lookup(fid, sys::FI_CLASS_CQ)
 }
 
 const fn cq_ops<S: St, E: CEntry>() -> sys::fi_ops_cq {
@@ -590,6 +617,7 @@ unsafe extern "C" fn cntr_open<S: St>(
     if out.is_null() {
         return neg(Error::Inval);
     }
+    let mut set = None;
     // SAFETY: NULL (defaults) or valid by fi_cntr_open's contract.
     let ca = match unsafe { attr.as_ref() } {
         None => CntrAttr::default(),
@@ -600,8 +628,12 @@ unsafe extern "C" fn cntr_open<S: St>(
             if a.events != sys::FI_CNTR_EVENTS_COMP {
                 return neg(Error::Inval);
             }
-            if wait_obj == WaitObj::Set || !a.wait_set.is_null() {
-                return neg(Error::NoSys);
+            // fi_cntr(3): `wait_set` is ignored unless the wait object is FI_WAIT_SET.
+            if wait_obj == WaitObj::Set {
+                match crate::waitset::lookup(a.wait_set) {
+                    Some(w) => set = Some(w),
+                    None => return neg(Error::Inval),
+                }
             }
             if a.flags != 0 {
                 return neg(Error::BadFlags);
@@ -613,7 +645,11 @@ unsafe extern "C" fn cntr_open<S: St>(
             }
         }
     };
-    let cntr = match dom.domain.cntr(&ca) {
+    let r = match set {
+        Some(w) => w.cntr(&dom.domain, &ca).map(|(c, s)| (c, Some(s))),
+        None => dom.domain.cntr(&ca).map(|c| (c, None)),
+    };
+    let (cntr, in_set) = match r {
         Ok(c) => c,
         Err(e) => return neg(e),
     };
@@ -621,8 +657,12 @@ unsafe extern "C" fn cntr_open<S: St>(
         cntr,
         refs: Refs::default(),
         holds: Holds::default(),
+        _set: in_set,
     };
     st.holds.add(&dom.refs);
+    if let Some(w) = set {
+        st.holds.add(&w.refs);
+    }
     let hdr = sys::fid_cntr {
         fid: fid(sys::FI_CLASS_CNTR, context, const { &cntr_fi_ops::<S>() }),
         ops: ptr_of(const { &cntr_ops::<S>() }),
@@ -663,6 +703,11 @@ unsafe extern "C" fn cntr_control<S: St>(f: *mut sys::fid, cmd: c_int, arg: *mut
         (sys::FI_GETWAIT, _) => neg(Error::Inval),
         _ => neg(Error::NoSys),
     }
+}
+
+/// The counter of stack `S` behind `fid`, if it is one and open.
+pub(crate) fn cntr_of<'a, S: St>(fid: *mut sys::fid) -> Option<&'a CntrState<S>> {
+    CntrObj::<S>::lookup(fid, sys::FI_CLASS_CNTR)
 }
 
 const fn cntr_ops<S: St>() -> sys::fi_ops_cntr {

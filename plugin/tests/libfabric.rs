@@ -121,6 +121,8 @@ fn c_api_suite() {
         "ok format 4 (stack 1)",
         "ok misuse",
         "ok counters and waits",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {
@@ -134,8 +136,8 @@ fn c_two_processes_rma_atomics_messages() {
     assert!(t.contains("ok two processes"), "{t}");
 }
 
-/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, EQ) on
-/// fab_tcp.
+/// The whole C suite (getinfo, both stacks, four CQ formats, misuse, counters, wait and
+/// poll sets, EQ) on fab_tcp.
 #[test]
 fn c_api_suite_tcp() {
     let t = run_c_on("api", "fab_tcp");
@@ -148,6 +150,8 @@ fn c_api_suite_tcp() {
         "ok format 4 (stack 1)",
         "ok misuse",
         "ok counters and waits",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {
@@ -495,6 +499,8 @@ fn c_api_suite_hybrid() {
         "ok peek and claim (stack 1)",
         "ok format 4 (stack 1)",
         "ok misuse",
+        "ok wait and poll sets (stack 0)",
+        "ok wait and poll sets (stack 1)",
         "ok eq",
         "checks passed",
     ] {

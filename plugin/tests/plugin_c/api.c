@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
@@ -960,6 +961,299 @@ static void test_counters_and_waits(void)
 	printf("ok counters and waits\n");
 }
 
+/* Whether `fd` is readable within `ms` milliseconds. */
+static int readable(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int n = poll(&pfd, 1, ms);
+	CHECK(n >= 0);
+	return n == 1 && (pfd.revents & POLLIN);
+}
+
+/* Calls fi_trywait on `fid` until it reports events (-FI_EAGAIN), for at most 5
+ * seconds; under manual progress the call is what writes the completions. */
+static int trywait_until_events(struct fid_fabric *fabric, struct fid *fid)
+{
+	double end = now() + 5;
+	int r;
+	do {
+		r = fi_trywait(fabric, &fid, 1);
+	} while (r == 0 && now() < end);
+	return r;
+}
+
+/* Wait sets (a CQ and a counter on one FI_WAIT_FD set, an FI_WAIT_UNSPEC one),
+ * fi_trywait, poll sets, and their misuse. */
+static void test_wait_and_poll_sets(void)
+{
+	struct fi_info *h = hints_base();
+	struct res r;
+	EQ(fi_getinfo(VER, NULL, NULL, 0, h, &r.info), 0);
+	fi_freeinfo(h);
+	EQ(fi_fabric(r.info->fabric_attr, &r.fabric, NULL), 0);
+
+	/* fi_wait_open: bad attributes, then an FD set and an UNSPEC one. */
+	struct fi_wait_attr wa = { .wait_obj = FI_WAIT_FD };
+	struct fid_wait *ws, *ws2;
+	EQ(fi_wait_open(r.fabric, NULL, &ws), -FI_EINVAL);
+	EQ(fi_wait_open(r.fabric, &wa, NULL), -FI_EINVAL);
+	wa.flags = 1;
+	EQ(fi_wait_open(r.fabric, &wa, &ws), -FI_EBADFLAGS);
+	wa.flags = 0;
+	wa.wait_obj = FI_WAIT_NONE;
+	EQ(fi_wait_open(r.fabric, &wa, &ws), -FI_EINVAL);
+	wa.wait_obj = FI_WAIT_SET;
+	EQ(fi_wait_open(r.fabric, &wa, &ws), -FI_EINVAL);
+	wa.wait_obj = FI_WAIT_POLLFD;
+	EQ(fi_wait_open(r.fabric, &wa, &ws), -FI_ENOSYS);
+	wa.wait_obj = FI_WAIT_FD;
+	EQ(fi_wait_open(r.fabric, &wa, &ws), 0);
+	EQ(ws->fid.fclass, FI_CLASS_WAIT);
+	wa.wait_obj = FI_WAIT_UNSPEC;
+	EQ(fi_wait_open(r.fabric, &wa, &ws2), 0);
+	int fd = -1, fd2 = -1;
+	EQ(fi_control(&ws->fid, FI_GETWAIT, &fd), 0);
+	CHECK(fd >= 0);
+	EQ(fi_control(&ws->fid, FI_GETWAIT, NULL), -FI_EINVAL);
+	EQ(fi_control(&ws2->fid, FI_GETWAIT, &fd2), -FI_EINVAL);
+	enum fi_wait_obj wo = FI_WAIT_NONE;
+	EQ(fi_control(&ws->fid, FI_GETWAITOBJ, &wo), 0);
+	EQ(wo, FI_WAIT_FD);
+	EQ(fi_control(&ws->fid, FI_GETOPSFLAG, &wo), -FI_ENOSYS);
+
+	EQ(fi_domain(r.fabric, r.info, &r.domain, NULL), 0);
+	struct fi_av_attr av_attr = { .type = r.info->domain_attr->av_type };
+	EQ(fi_av_open(r.domain, &av_attr, &r.av, NULL), 0);
+
+	/* CQs and counters on a set: no set, or not a set, is refused. */
+	static int cq_ctx, cntr_ctx, rxc_ctx;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_SET };
+	struct fid_cq *cq;
+	EQ(fi_cq_open(r.domain, &cq_attr, &cq, &cq_ctx), -FI_EINVAL);
+	cq_attr.wait_set = (struct fid_wait *)r.av;
+	EQ(fi_cq_open(r.domain, &cq_attr, &cq, &cq_ctx), -FI_EINVAL);
+	cq_attr.wait_set = ws;
+	EQ(fi_cq_open(r.domain, &cq_attr, &cq, &cq_ctx), 0);
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_SET };
+	struct fid_cntr *cntr, *cntr2;
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &cntr, &cntr_ctx), -FI_EINVAL);
+	cntr_attr.wait_set = ws;
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &cntr, &cntr_ctx), 0);
+	cntr_attr.wait_set = ws2;
+	EQ(fi_cntr_open(r.domain, &cntr_attr, &cntr2, NULL), 0);
+	/* wait_set is ignored with another wait object (fi_cq(3)). */
+	struct fid_cq *plain;
+	struct fi_cq_attr plain_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE,
+					 .wait_set = (struct fid_wait *)r.av };
+	EQ(fi_cq_open(r.domain, &plain_attr, &plain, NULL), 0);
+	/* A counter of receives, in no wait set, for the poll set. */
+	struct fi_cntr_attr rxc_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE };
+	struct fid_cntr *rxc;
+	EQ(fi_cntr_open(r.domain, &rxc_attr, &rxc, &rxc_ctx), 0);
+
+	EQ(fi_endpoint(r.domain, r.info, &r.ep, NULL), 0);
+	EQ(fi_ep_bind(r.ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &rxc->fid, FI_RECV), 0);
+	EQ(fi_ep_bind(r.ep, &r.av->fid, 0), 0);
+	EQ(fi_enable(r.ep), 0);
+	char name[256];
+	size_t len = sizeof(name);
+	EQ(fi_getname(&r.ep->fid, name, &len), 0);
+	EQ(fi_av_insert(r.av, name, 1, &r.self, 0, NULL), 1);
+
+	/* Nothing there: fi_wait times out, not early; safe to block; fd not readable. */
+	struct fid *wsfid = &ws->fid;
+	double t0 = now();
+	EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);
+	CHECK(now() - t0 >= 0.045);
+	EQ(fi_trywait(r.fabric, &wsfid, 1), 0);
+	EQ(readable(fd, 0), 0);
+	t0 = now();
+	EQ(fi_wait(ws2, 20), -FI_ETIMEDOUT);
+	CHECK(now() - t0 >= 0.015);
+
+	/* A message to self: fi_wait returns, trywait says events, both completions. */
+	char in[16], out[16] = "waited";
+	struct fi_context rctx, sctx;
+	struct fi_cq_entry e;
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &rctx), 0);
+	EQ(fi_send(r.ep, out, 7, NULL, r.self, &sctx), 0);
+	EQ(fi_wait(ws, 5000), 0);
+	struct fid *cqfid = &cq->fid;
+	EQ(trywait_until_events(r.fabric, wsfid), -FI_EAGAIN);
+	EQ(fi_trywait(r.fabric, &cqfid, 1), -FI_EAGAIN);
+	for (int i = 0; i < 2; i++)
+		EQ(read_one(cq, &e), 1);
+	CHECK(strcmp(in, "waited") == 0);
+	EQ(fi_trywait(r.fabric, &cqfid, 1), 0);
+	EQ(fi_trywait(r.fabric, &wsfid, 1), 0);
+	EQ(readable(fd, 0), 0);
+	EQ(fi_wait(ws, 20), -FI_ETIMEDOUT);
+
+	/* The set's fd: readable after a member's event with no call into the library
+	 * (a counter's add; under auto progress, a message's completions, written by the
+	 * progress thread), drained by trywait once nothing is left. */
+	EQ(fi_cntr_add(cntr, 1), 0);
+	EQ(readable(fd, 1000), 1);
+	EQ(fi_trywait(r.fabric, &wsfid, 1), -FI_EAGAIN);
+	EQ(fi_trywait(r.fabric, &wsfid, 1), 0);
+	EQ(readable(fd, 0), 0);
+	if (variant == 1) {
+		EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &rctx), 0);
+		EQ(fi_send(r.ep, out, 7, NULL, r.self, &sctx), 0);
+		EQ(readable(fd, 5000), 1);
+		EQ(fi_trywait(r.fabric, &wsfid, 1), -FI_EAGAIN);
+		for (int i = 0; i < 2; i++)
+			EQ(read_one(cq, &e), 1);
+		EQ(fi_trywait(r.fabric, &wsfid, 1), 0);
+		EQ(readable(fd, 0), 0);
+	}
+
+	/* The counter wakes its set once per change. */
+	EQ(fi_cntr_add(cntr, 1), 0);
+	EQ(fi_wait(ws, 5000), 0);
+	EQ(fi_wait(ws, 20), -FI_ETIMEDOUT);
+	EQ(fi_cntr_add(cntr2, 1), 0);
+	EQ(fi_wait(ws2, 5000), 0);
+	struct fid *cntrfid = &cntr->fid;
+	EQ(fi_trywait(r.fabric, &cntrfid, 1), 0);
+
+	/* fi_trywait misuse. */
+	struct fid *bad[2] = { &r.domain->fid, NULL };
+	EQ(fi_trywait(r.fabric, NULL, 1), -FI_EINVAL);
+	EQ(fi_trywait(r.fabric, bad, 1), -FI_EINVAL);
+	EQ(fi_trywait(r.fabric, &bad[1], 1), -FI_EINVAL);
+	EQ(fi_trywait(r.fabric, bad, 0), 0);
+
+	/* A poll set over the CQ and the counter. */
+	struct fi_poll_attr pa = { .flags = 1 };
+	struct fid_poll *ps;
+	EQ(fi_poll_open(r.domain, &pa, &ps), -FI_EBADFLAGS);
+	pa.flags = 0;
+	EQ(fi_poll_open(r.domain, &pa, NULL), -FI_EINVAL);
+	EQ(fi_poll_open(r.domain, &pa, &ps), 0);
+	EQ(ps->fid.fclass, FI_CLASS_POLL);
+	EQ(fi_poll_add(ps, &cq->fid, 0), 0);
+	EQ(fi_poll_add(ps, &cq->fid, 0), -FI_EALREADY);
+	EQ(fi_poll_add(ps, &cntr->fid, 1), -FI_EBADFLAGS);
+	EQ(fi_poll_add(ps, &cntr->fid, 0), 0);
+	EQ(fi_poll_add(ps, &rxc->fid, 0), 0);
+	EQ(fi_poll_add(ps, &r.av->fid, 0), -FI_EINVAL);
+	EQ(fi_poll_add(ps, NULL, 0), -FI_EINVAL);
+	/* A CQ of another domain (same stack) is refused. */
+	struct fid_domain *d2;
+	struct fid_cq *cq2;
+	EQ(fi_domain(r.fabric, r.info, &d2, NULL), 0);
+	EQ(fi_cq_open(d2, &plain_attr, &cq2, NULL), 0);
+	EQ(fi_poll_add(ps, &cq2->fid, 0), -FI_EINVAL);
+	if (variant == 0) {
+		/* A domain on the other stack: its counter shares the wait set (opened
+		 * before any stack was chosen); its CQ is not for this domain's poll set. */
+		variant = 1;
+		struct fi_info *h1 = hints_base(), *i1;
+		variant = 0;
+		EQ(fi_getinfo(VER, NULL, NULL, 0, h1, &i1), 0);
+		fi_freeinfo(h1);
+		struct fid_domain *d1;
+		struct fid_cntr *c1;
+		struct fid_cq *cq1;
+		EQ(fi_domain(r.fabric, i1, &d1, NULL), 0);
+		cntr_attr.wait_set = ws;
+		EQ(fi_cntr_open(d1, &cntr_attr, &c1, NULL), 0);
+		EQ(fi_cq_open(d1, &plain_attr, &cq1, NULL), 0);
+		EQ(fi_poll_add(ps, &cq1->fid, 0), -FI_EINVAL);
+		EQ(fi_wait(ws, 0), -FI_ETIMEDOUT);
+		EQ(fi_cntr_add(c1, 1), 0);
+		EQ(fi_wait(ws, 5000), 0);
+		EQ(fi_wait(ws, 0), -FI_ETIMEDOUT);
+		EQ(fi_close(&c1->fid), 0);
+		EQ(fi_close(&cq1->fid), 0);
+		EQ(fi_close(&d1->fid), 0);
+		fi_freeinfo(i1);
+	}
+	void *ctxs[4] = { NULL };
+	EQ(fi_poll(ps, ctxs, 4), 0);
+	EQ(fi_poll(ps, NULL, 4), -FI_EINVAL);
+	EQ(fi_poll(ps, ctxs, -1), -FI_EINVAL);
+	EQ(fi_cntr_add(cntr, 1), 0);
+	EQ(fi_poll(ps, ctxs, 4), 1);
+	CHECK(ctxs[0] == &cntr_ctx);
+	EQ(fi_poll(ps, ctxs, 4), 0);
+	/* A change of the error value alone is an event too. */
+	EQ(fi_cntr_adderr(cntr, 1), 0);
+	EQ(fi_poll(ps, ctxs, 4), 1);
+	CHECK(ctxs[0] == &cntr_ctx);
+	EQ(fi_poll(ps, ctxs, 4), 0);
+	uint64_t received = fi_cntr_read(rxc);
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &rctx), 0);
+	EQ(fi_send(r.ep, out, 7, NULL, r.self, &sctx), 0);
+	/* The CQ (not empty) and the receive counter (moved), once both completions are
+	 * there; one context fits in a one-entry array. */
+	int n = 0, seen_cq = 0, seen_rxc = 0;
+	double end = now() + 5;
+	while (!(seen_cq && seen_rxc) && now() < end) {
+		n = fi_poll(ps, ctxs, 4);
+		CHECK(n >= 0 && n <= 2);
+		for (int i = 0; i < n; i++) {
+			seen_cq |= ctxs[i] == &cq_ctx;
+			seen_rxc |= ctxs[i] == &rxc_ctx;
+			CHECK(ctxs[i] == &cq_ctx || ctxs[i] == &rxc_ctx);
+		}
+	}
+	CHECK(seen_cq && seen_rxc);
+	EQ(fi_poll(ps, ctxs, 1), 1);
+	CHECK(ctxs[0] == &cq_ctx);
+	for (int i = 0; i < 2; i++)
+		EQ(read_one(cq, &e), 1);
+	EQ(fi_cntr_read(rxc), received + 1);
+	EQ(fi_poll(ps, ctxs, 4), 0);
+	/* The counter's changes woke the wait set too, once. */
+	EQ(fi_wait(ws, 0), 0);
+	EQ(fi_wait(ws, 0), -FI_ETIMEDOUT);
+	/* Members and the set are busy while together. */
+	EQ(fi_close(&cntr->fid), -FI_EBUSY);
+	EQ(fi_close(&ps->fid), -FI_EBUSY);
+	EQ(fi_close(&ws->fid), -FI_EBUSY);
+	EQ(fi_poll_del(ps, &cq->fid, 1), -FI_EBADFLAGS);
+	EQ(fi_poll_del(ps, &cq->fid, 0), 0);
+	EQ(fi_poll_del(ps, &cq->fid, 0), -FI_ENOENT);
+	EQ(fi_poll_del(ps, &cq2->fid, 0), -FI_ENOENT);
+	EQ(fi_poll_del(ps, &cntr->fid, 0), 0);
+	EQ(fi_poll_del(ps, &rxc->fid, 0), 0);
+	EQ(fi_poll_del(ps, NULL, 0), -FI_EINVAL);
+	EQ(fi_close(&ps->fid), 0);
+	EQ(fi_close(&ps->fid), -FI_EINVAL);
+	EQ(fi_close(&cq2->fid), 0);
+	EQ(fi_close(&d2->fid), 0);
+
+	/* A member that closes leaves its set: the completions left in the CQ no longer
+	 * end a wait. */
+	EQ(fi_recv(r.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, &rctx), 0);
+	EQ(fi_send(r.ep, out, 7, NULL, r.self, &sctx), 0);
+	EQ(trywait_until_events(r.fabric, wsfid), -FI_EAGAIN);
+	EQ(fi_trywait(r.fabric, &cqfid, 1), -FI_EAGAIN);
+	EQ(fi_close(&r.ep->fid), 0);
+	EQ(fi_close(&cq->fid), 0);
+	EQ(fi_close(&cntr->fid), 0);
+	EQ(fi_close(&rxc->fid), 0);
+	EQ(fi_wait(ws, 30), -FI_ETIMEDOUT);
+
+	/* Closing: a set with members is busy, a fabric with a set too. */
+	EQ(fi_close(&ws2->fid), -FI_EBUSY);
+	EQ(fi_close(&cntr2->fid), 0);
+	EQ(fi_close(&plain->fid), 0);
+	EQ(fi_close(&r.av->fid), 0);
+	EQ(fi_close(&r.domain->fid), 0);
+	EQ(fi_close(&r.fabric->fid), -FI_EBUSY);
+	EQ(fi_close(&ws->fid), 0);
+	EQ(fi_close(&ws->fid), -FI_EINVAL);
+	EQ(fi_wait(ws, 0), -FI_EINVAL);
+	EQ(fi_close(&ws2->fid), 0);
+	EQ(fi_close(&r.fabric->fid), 0);
+	fi_freeinfo(r.info);
+	printf("ok wait and poll sets (stack %d)\n", variant);
+}
+
 /* An EQ on the fabric: user events written and read back, an empty queue. */
 static void test_eq(void)
 {
@@ -1001,6 +1295,7 @@ int main(void)
 		test_messages();
 		test_peek_claim();
 		test_formats();
+		test_wait_and_poll_sets();
 	}
 	variant = 0;
 	test_misuse();
