@@ -55,9 +55,7 @@ mod eq;
 mod fid;
 mod nosys;
 mod objects;
-mod pollset;
 pub mod sys;
-mod waitset;
 
 use fid::Refs;
 use fid::{neg, Obj};
@@ -326,8 +324,8 @@ const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
         domain: Some(domain_open::<E>),
         passive_ep: Some(cm::pep_open::<E>),
         eq_open: Some(eq_open::<E>),
-        wait_open: Some(waitset::wait_open::<E>),
-        trywait: Some(waitset::trywait::<E>),
+        wait_open: Some(objects::waitset::wait_open::<E>),
+        trywait: Some(objects::waitset::trywait::<E>),
         domain2: None,
     }
 }

@@ -2,6 +2,9 @@
 //! entries are `extern "C"` functions monomorphized for `S` (and, for CQ reads, for the
 //! C entry format). A call from C is one indirect call into the static stack's path.
 
+pub(crate) mod pollset;
+pub(crate) mod waitset;
+
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;
 use std::time::Duration;
@@ -22,8 +25,8 @@ use crate::cmem::{
 };
 use crate::fid::{neg, no_bind, no_control, no_ops_open, ret, sret, Holds, Obj, Refs};
 use crate::sys;
-use crate::waitset::InSet;
 use crate::{Exposed, St};
+use waitset::InSet;
 
 /// A domain of stack `S`, with the fabric the core opens alongside it.
 pub struct DomainState<S: St> {
@@ -161,7 +164,7 @@ const fn domain_ops<S: St>() -> sys::fi_ops_domain {
         endpoint: Some(ep_open::<S>),
         scalable_ep: Some(no_scalable_ep),
         cntr_open: Some(cntr_open::<S>),
-        poll_open: Some(crate::pollset::poll_open::<S>),
+        poll_open: Some(pollset::poll_open::<S>),
         stx_ctx: Some(no_stx_ctx),
         srx_ctx: Some(no_srx_ctx),
         query_atomic: Some(query_atomic::<S>),
@@ -303,7 +306,7 @@ unsafe extern "C" fn cq_open<S: St>(
     }
     // fi_cq(3): `wait_set` is ignored unless the wait object is FI_WAIT_SET.
     let set = match wait_obj {
-        WaitObj::Set => match crate::waitset::lookup(a.wait_set) {
+        WaitObj::Set => match waitset::lookup(a.wait_set) {
             Some(w) => Some(w),
             None => return neg(Error::Inval),
         },
@@ -630,7 +633,7 @@ unsafe extern "C" fn cntr_open<S: St>(
             }
             // fi_cntr(3): `wait_set` is ignored unless the wait object is FI_WAIT_SET.
             if wait_obj == WaitObj::Set {
-                match crate::waitset::lookup(a.wait_set) {
+                match waitset::lookup(a.wait_set) {
                     Some(w) => set = Some(w),
                     None => return neg(Error::Inval),
                 }
