@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # MPI ping-pong (benches/mpi_pingpong.c, two ranks on this host) over three transports
-# of Open MPI 4.1, in alternating rounds: `--mca pml cm --mca mtl ofi` on our fab_tcp
-# (the release build of plugin/), `--mca pml ob1 --mca btl self,vader` (Open MPI's
-# shared memory) and `--mca pml ob1 --mca btl self,tcp`. Prints every round and the
+# of Open MPI 4.1, in alternating rounds: `--mca pml cm --mca mtl ofi` on our
+# fab_hybrid (shared memory between the two ranks) and fab_tcp (the release build of
+# plugin/), `--mca pml ob1 --mca btl self,vader` (Open MPI's shared memory) and
+# `--mca pml ob1 --mca btl self,tcp`. Prints every round and the
 # medians of half the round-trip time.
 #
 #   ROUNDS=5 ITERS=10000 SIZES="8 64 1048576" benches/mpi_pingpong.sh
@@ -18,15 +19,17 @@ TARGET=${CARGO_TARGET_DIR:-target}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cp "$TARGET/release/libfabric_ofi.so" "$dir/libfab_tcp-fi.so"
+cp "$TARGET/release/libfabric_ofi.so" "$dir/libfab_hybrid-fi.so"
 mpicc -O2 -o "$dir/mpi_pingpong" benches/mpi_pingpong.c
 
 mpi=(mpirun --allow-run-as-root --oversubscribe -n 2 -x ITERS)
 declare -A how=(
+    [fab_hybrid]="--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include fab_hybrid -x FI_PROVIDER_PATH=$dir"
     [fab_tcp]="--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include fab_tcp -x FI_PROVIDER_PATH=$dir"
     [vader]="--mca pml ob1 --mca btl self,vader"
     [tcp]="--mca pml ob1 --mca btl self,tcp"
 )
-order=(fab_tcp vader tcp)
+order=(${ORDER:-fab_hybrid fab_tcp vader tcp})
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
