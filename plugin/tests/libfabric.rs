@@ -488,6 +488,14 @@ fn open_mpi_mtl_ofi_four_ranks_hybrid() {
     mpi_over("fab_hybrid", 4);
 }
 
+/// Intercommunicators made and used 200 times at 2 ranks (`tests/mpi/intercomm.c`): Open
+/// MPI inserts the peer again for each one.
+#[test]
+fn open_mpi_intercommunicators_hybrid() {
+    let t = mpirun_ofi(2, "fab_hybrid", &[], "intercomm");
+    assert!(t.contains("done"), "{t}");
+}
+
 /// The whole C suite on fab_hybrid (remote peers claimed, opaque names).
 #[test]
 fn c_api_suite_hybrid() {

@@ -156,6 +156,17 @@ impl<V, A: AvType> AvTable<V, A> {
         aliases: Vec<Box<[u8]>>,
         value: V,
     ) -> Result<FiAddr> {
+        // A peer inserted again keeps the address it has: fi_av(3) leaves duplicate
+        // inserts to the provider, Open MPI makes one per communicator that reaches a
+        // peer, and a directed receive for one of two addresses would not take a
+        // message resolved to the other (libfabric's own AVs return the existing one).
+        if let Some(&a) = self.by_name.get(name).and_then(|addrs| {
+            addrs
+                .iter()
+                .find(|&&a| self.entry(a).is_some_and(|e| *e.name == *name))
+        }) {
+            return Ok(a);
+        }
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -498,8 +509,8 @@ mod tests {
     fn rx_bits_limit_table_size() {
         let mut av: AvTable<(), Table> = AvTable::with_rx_ctx_bits(0, 62).unwrap();
         // 2 address bits: four peers.
-        for i in 0..4 {
-            assert_eq!(av.try_insert(b"p", ()), Ok(FiAddr(i)));
+        for i in 0..4u8 {
+            assert_eq!(av.try_insert(&[i], ()), Ok(FiAddr(i as u64)));
         }
         assert_eq!(av.try_insert(b"p", ()), Err(Error::NoSpc));
         assert_eq!(av.insert(b"p", ()), FiAddr::NOTAVAIL);
@@ -564,20 +575,24 @@ mod tests {
     }
 
     #[test]
-    fn reverse_lookup_tracks_most_recent_live() {
+    fn reverse_lookup_duplicates_and_reinsertion() {
         let mut av: AvTable<u8, Map> = AvTable::new(0);
         assert_eq!(av.reverse(b"peer"), None);
         let a = av.insert(b"peer", 1);
         let b = av.insert(b"other", 2);
         assert_eq!(av.reverse(b"peer"), Some(a));
+        // Inserted again: the same address, and the value it had.
         let a2 = av.insert(b"peer", 3);
-        assert_ne!(a, a2);
-        assert_eq!(av.reverse(b"peer"), Some(a2));
-        av.remove(a2).unwrap();
+        assert_eq!(a, a2);
+        assert_eq!(av.get(a), Ok(&1));
+        assert_eq!(av.len(), 2);
         assert_eq!(av.reverse(b"peer"), Some(a));
-        let a3 = av.insert(b"peer", 4);
+        // Removed, then inserted again: a live address once more.
         av.remove(a).unwrap();
+        assert_eq!(av.reverse(b"peer"), None);
+        let a3 = av.insert(b"peer", 4);
         assert_eq!(av.reverse(b"peer"), Some(a3));
+        assert_eq!(av.get(a3), Ok(&4));
         av.remove(a3).unwrap();
         assert_eq!(av.reverse(b"peer"), None);
         assert_eq!(av.reverse(b"other"), Some(b));

@@ -2,16 +2,10 @@
  * MPI_Intercomm_create, a rooted MPI_Gather, MPI_Allgather and MPI_Barrier on the
  * intercommunicator, free, repeat (argv[1] times, default 200). Prints "done" on rank 0.
  *
- * Not run by `cargo test`: it reproduces an open hang. Over mtl ofi on fab_tcp or
- * fab_hybrid it hangs at -n 2 when the cores are busy with other work:
- *
- *   yes > /dev/null & yes > /dev/null &
- *   mpirun -n 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include fab_tcp \
- *       -x FI_PROVIDER_PATH=... ./intercomm 300
- *
- * Open MPI inserts the peer's address again for each intercommunicator; our AV gives each
- * insert of the same name a new address, and a directed receive for the newer address
- * does not take a message resolved to the older one. */
+ * Open MPI inserts the peer's address again for each intercommunicator. When each insert
+ * of the same name got a new address, a message resolved to the older one never matched
+ * the directed receive posted for the newer one, and this loop hung at -n 2 whenever
+ * the cores were busy with other work (two `yes > /dev/null`). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

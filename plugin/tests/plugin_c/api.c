@@ -830,6 +830,11 @@ static void test_misuse(void)
 	EQ(fi_av_lookup(av2, a2, back2, &back2len), 0);
 	EQ(back2len, melen);
 	CHECK(memcmp(back2, me, melen) == 0);
+	/* The same address inserted again keeps its fi_addr (Open MPI inserts a peer once
+	 * per communicator that reaches it). */
+	fi_addr_t a3 = FI_ADDR_NOTAVAIL;
+	EQ(fi_av_insert(av2, me, 1, &a3, 0, NULL), 1);
+	EQ(a3, a2);
 	EQ(fi_close(&av2->fid), 0);
 	/* A map domain cannot serve a table, whose addresses must count from 0. */
 	{
