@@ -9,12 +9,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
-use fabric_hybrid::{Hybrid, Locality};
-use fabric_shm::Shm;
-use fabric_tcp::Tcp;
+use fabric_hybrid::Locality;
+
+mod hybrid_common;
+use hybrid_common::next;
 
 /// Whether the next AV inserts resolve to the local half.
 static LOCAL: AtomicBool = AtomicBool::new(true);
@@ -28,9 +28,6 @@ impl Locality for Toggle {
     }
 }
 
-type Net = Stack<Hybrid<Shm, Tcp, Toggle>>;
-
-const DEADLINE: Duration = Duration::from_secs(20);
 /// Messages from each of B and C.
 const MESSAGES: usize = 24;
 /// Fetch-and-adds from each of B and C.
@@ -38,59 +35,6 @@ const ATOMICS: u64 = 32;
 /// A's region: the counter, then B's half and C's half.
 const HALF: usize = 192 << 10;
 const REGION: usize = 8 + 2 * HALF;
-
-struct Node {
-    ep: Endpoint<Net>,
-    av: AddressVector<Net>,
-    cq: Cq<Net>,
-    domain: Domain<Net>,
-    _fabric: Fabric<Net>,
-}
-
-fn node() -> Node {
-    let caps = Caps::TAGGED | Caps::RMA | Caps::ATOMIC | Caps::DIRECTED_RECV | Caps::SOURCE;
-    let hints = Hints::new().caps(caps).ep_type(EpType::Rdm);
-    let info = getinfo::<Net>(Some(&hints)).unwrap().remove(0);
-    let fabric = Fabric::<Net>::open(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr::DEFAULT).unwrap();
-    let av = domain.av(&AvAttr::DEFAULT).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    Node {
-        ep,
-        av,
-        cq,
-        domain,
-        _fabric: fabric,
-    }
-}
-
-/// The next successful completion of `n` with its source, driving `others` meanwhile.
-#[track_caller]
-fn next(n: &Node, others: &[&Node]) -> (CqTaggedEntry, FiAddr) {
-    let start = Instant::now();
-    let mut e = [CqTaggedEntry::default(); 1];
-    let mut src = [FiAddr::UNSPEC; 1];
-    loop {
-        match n.cq.read_from(&mut e, &mut src) {
-            Ok(1) => return (e[0], src[0]),
-            Err(Error::Avail) => panic!("error entry: {:?}", n.cq.read_err().unwrap()),
-            Ok(_) | Err(Error::Again) => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        for o in others {
-            let _ = o.cq.read(&mut []);
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
-    }
-}
 
 /// Length of message `i`: from a byte to past tcp's receive buffer and shm's
 /// rendezvous threshold.
@@ -110,6 +54,7 @@ fn message(who: u8, i: usize) -> Vec<u8> {
 #[test]
 fn one_endpoint_with_a_peer_on_each_half() {
     let before = fabric_hybrid::stats();
+    let node = hybrid_common::node::<Toggle>;
     let (a, b, c) = (node(), node(), node());
     LOCAL.store(true, Ordering::SeqCst);
     let a_b = a.av.insert(&b.ep.name()).unwrap();

@@ -10,34 +10,20 @@
 //! the test fails, unless `FABRIC_TEST_ALLOW_SKIP=1` says that a run without hosts is
 //! acceptable here.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
-use fabric_tcp::IFACE_ENV;
 
+mod netns;
 mod tcp_common;
+use netns::{report, told, Hosts, ADDRS, CHILD_ENV, REGION_ENV, SERVER_ENV};
 use tcp_common::{
     eq_event, hex, msg_info, msg_listener, msg_node, node, pattern, post_send, spin, unhex, Node,
-    DEADLINE,
 };
 
 /// The bound within which the client's requests waiting on the killed server complete
 /// in error, counted from the client learning of the kill.
 const DEATH_BOUND: Duration = Duration::from_secs(2);
-/// Environment variable that makes `child_entry` act: `server` or `client`.
-const CHILD_ENV: &str = "FABRIC_NETNS_CHILD";
-/// The server's endpoint name in hex, for the client.
-const SERVER_ENV: &str = "FABRIC_NETNS_SERVER";
-/// The server's region's remote address and key, for the client.
-const REGION_ENV: &str = "FABRIC_NETNS_REGION";
-/// Prefix of the lines children report on stdout (libtest prints around them).
-const MARK: &str = "NETNS ";
-/// The two hosts' addresses (`hosts.sh`).
-const ADDRS: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
 /// Size of the server's registered region.
 const REGION: usize = 256 << 10;
 /// Tagged messages each way.
@@ -81,13 +67,6 @@ fn recv(n: &Node, buf: &mut [u8], tag: u64) -> usize {
 /// Length of tagged message `i`: from one byte to past the inject size, up to 512 KiB.
 fn msg_len(i: u64) -> usize {
     (1usize << (i % 20)) + i as usize
-}
-
-/// Reports a line to the parent.
-fn report(what: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\n{MARK}{what}").unwrap();
-    out.flush().unwrap();
 }
 
 /// A child process on one host: `server` or `client` (from [`CHILD_ENV`]).
@@ -206,9 +185,7 @@ fn client() {
         "a request on the sleeping server completed"
     );
     report(format_args!("PENDING"));
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "KILLED");
+    told("KILLED");
     let killed = Instant::now();
     for _ in 0..2 * PENDING {
         assert_eq!(next(&n), Err(Error::HostUnreach));
@@ -309,141 +286,14 @@ fn msg_client() {
 // The parent
 // ---------------------------------------------------------------------------------
 
-/// The two namespaces, and the children running in them: on drop (a panic included)
-/// the children are killed and the namespaces deleted.
-struct Hosts {
-    names: Vec<String>,
-    children: Vec<Child>,
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/netns/hosts.sh")
-}
-
-impl Hosts {
-    /// The hosts, or `None` when the machine cannot make them and skipping is allowed.
-    fn up() -> Option<Hosts> {
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up")
-            .output()
-            .unwrap();
-        let why = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() == Some(77) {
-            let allowed = std::env::var("FABRIC_TEST_ALLOW_SKIP").as_deref() == Ok("1");
-            assert!(
-                allowed,
-                "cannot make test hosts ({}); run as root with iproute2, or set \
-                 FABRIC_TEST_ALLOW_SKIP=1 to accept not running this test",
-                why.trim()
-            );
-            eprintln!("SKIPPED (FABRIC_TEST_ALLOW_SKIP=1): {}", why.trim());
-            return None;
-        }
-        assert!(out.status.success(), "hosts.sh up failed: {why}");
-        let names: Vec<String> = String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        assert_eq!(names.len(), 2, "hosts.sh up printed {names:?}");
-        Some(Hosts {
-            names,
-            children: Vec::new(),
-        })
-    }
-
-    /// Starts this binary's `child_entry` as `role` on host `h`, listening on its
-    /// address; returns the child's index, its stdin and its reported lines.
-    fn spawn(
-        &mut self,
-        h: usize,
-        role: &str,
-        env: &[(&str, String)],
-    ) -> (usize, ChildStdin, Receiver<String>) {
-        let exe = std::env::current_exe().unwrap();
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.names[h]])
-            .arg(exe)
-            .args(["--ignored", "--exact", "child_entry", "--nocapture"])
-            .env(CHILD_ENV, role)
-            .env(IFACE_ENV, ADDRS[h])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        let role = role.to_owned();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(at) = line.find(MARK) {
-                    eprintln!("{role}: {}", &line[at + MARK.len()..]);
-                    if tx.send(line[at + MARK.len()..].to_owned()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        self.children.push(child);
-        (self.children.len() - 1, stdin, rx)
-    }
-
-    /// Waits for child `i` to exit; returns whether it succeeded.
-    fn wait(&mut self, i: usize) -> bool {
-        let start = Instant::now();
-        loop {
-            if let Some(s) = self.children[i].try_wait().unwrap() {
-                return s.success();
-            }
-            assert!(start.elapsed() < DEADLINE, "child {i} did not exit");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let ok = Command::new("bash")
-            .arg(script())
-            .arg("down")
-            .args(&self.names)
-            .status()
-            .is_ok_and(|s| s.success());
-        // Not an assert: a panic while unwinding from another would abort.
-        if !ok {
-            eprintln!("hosts.sh down {:?} failed", self.names);
-        }
-    }
-}
-
-/// The next line child `role` reports, which must start with `what`; returns the rest.
-fn expect(rx: &Receiver<String>, role: &str, what: &str) -> String {
-    let line = rx
-        .recv_timeout(DEADLINE)
-        .unwrap_or_else(|e| panic!("{role} did not report {what}: {e}"));
-    line.strip_prefix(what)
-        .unwrap_or_else(|| panic!("{role} reported {line:?}, not {what}"))
-        .trim()
-        .to_owned()
-}
-
 #[test]
 fn tagged_rma_and_sigkill_across_a_veth_pair() {
     let Some(mut hosts) = Hosts::up() else {
         return;
     };
     let start = Instant::now();
-    let (srv, _srv_in, srv_out) = hosts.spawn(0, "server", &[]);
-    let name = expect(&srv_out, "server", "NAME");
+    let srv = hosts.spawn(0, "server", &[]);
+    let name = srv.expect("NAME");
     assert!(
         fabric_tcp::Name::decode(&unhex(&name))
             .unwrap()
@@ -453,19 +303,17 @@ fn tagged_rma_and_sigkill_across_a_veth_pair() {
             == ADDRS[0],
         "the server does not listen on its namespace's address"
     );
-    let region = expect(&srv_out, "server", "REGION");
-    let (cli, mut cli_in, cli_out) =
-        hosts.spawn(1, "client", &[(SERVER_ENV, name), (REGION_ENV, region)]);
-    expect(&cli_out, "client", "VERIFIED");
-    let pid: u32 = expect(&srv_out, "server", "ASLEEP").parse().unwrap();
+    let region = srv.expect("REGION");
+    let mut cli = hosts.spawn(1, "client", &[(SERVER_ENV, name), (REGION_ENV, region)]);
+    cli.expect("VERIFIED");
+    let pid: u32 = srv.expect("ASLEEP").parse().unwrap();
     // `ip netns exec` execs the command, so the child is the server itself.
-    assert_eq!(pid, hosts.children[srv].id());
-    expect(&cli_out, "client", "PENDING");
-    hosts.children[srv].kill().unwrap();
-    hosts.children[srv].wait().unwrap();
-    writeln!(cli_in, "KILLED").unwrap();
-    let us: u128 = expect(&cli_out, "client", "FAILED_IN_US").parse().unwrap();
-    assert!(hosts.wait(cli), "the client failed");
+    assert_eq!(pid, hosts.pid(&srv));
+    cli.expect("PENDING");
+    hosts.kill(&srv);
+    cli.tell("KILLED");
+    let us: u128 = cli.expect("FAILED_IN_US").parse().unwrap();
+    hosts.finish(&cli);
     eprintln!(
         "pending requests failed {us} us after the kill notice; whole run {:?}",
         start.elapsed()
@@ -481,18 +329,18 @@ fn msg_connection_across_a_veth_pair() {
         return;
     };
     let start = Instant::now();
-    let (srv, _srv_in, srv_out) = hosts.spawn(0, "msg_server", &[]);
-    let name = expect(&srv_out, "server", "NAME");
+    let srv = hosts.spawn(0, "msg_server", &[]);
+    let name = srv.expect("NAME");
     let at = fabric_tcp::Name::decode(&unhex(&name)).unwrap().addr;
     assert_eq!(
         at.ip().to_string(),
         ADDRS[0],
         "the passive endpoint's address"
     );
-    let (cli, _cli_in, cli_out) = hosts.spawn(1, "msg_client", &[(SERVER_ENV, name)]);
-    expect(&cli_out, "client", "VERIFIED");
-    expect(&srv_out, "server", "SHUTDOWN");
-    assert!(hosts.wait(cli), "the client failed");
-    assert!(hosts.wait(srv), "the server failed");
+    let cli = hosts.spawn(1, "msg_client", &[(SERVER_ENV, name)]);
+    cli.expect("VERIFIED");
+    srv.expect("SHUTDOWN");
+    hosts.finish(&cli);
+    hosts.finish(&srv);
     eprintln!("MSG run across the veth pair: {:?}", start.elapsed());
 }

@@ -8,30 +8,21 @@
 //! installs both). Without them the tests fail, unless `FABRIC_TEST_ALLOW_SKIP=1` says
 //! that a run without hosts is acceptable here.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fabric::prelude::*;
-use fabric_tcp::{IFACE_ENV, MAX_MSG_SIZE};
+use fabric_tcp::MAX_MSG_SIZE;
 
+mod netns;
 mod tcp_common;
-use tcp_common::{hex, node, node_with, pattern, post_send, spin, unhex, Node, DEADLINE};
+use netns::{report, told, Hosts, CHILD_ENV, REGION_ENV, SERVER_ENV};
+use tcp_common::{
+    hex, next_within, node, node_with, pattern, post_send, spin, unhex, Node, DEADLINE,
+};
 
-/// Environment variable that makes `child_entry` act: the role.
-const CHILD_ENV: &str = "FABRIC_NETNS_FAULT_CHILD";
-/// The server's endpoint name in hex, for the client.
-const SERVER_ENV: &str = "FABRIC_NETNS_FAULT_SERVER";
-/// The server's region's remote address and key, for the client.
-const REGION_ENV: &str = "FABRIC_NETNS_FAULT_REGION";
 /// The loss test's seed, for both children (set it to replay a run).
 const SEED_ENV: &str = "FABRIC_NETNS_LOSS_SEED";
-/// Prefix of the lines children report on stdout (libtest prints around them).
-const MARK: &str = "NETNS ";
-/// The two hosts' addresses (`hosts.sh`).
-const ADDRS: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
 
 /// Within this bound of the link going down, every request waiting on the vanished
 /// host completes in error: the transport's keepalive and `TCP_USER_TIMEOUT` settings
@@ -55,25 +46,6 @@ const LOSS_DEADLINE: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------------
 // Children
 // ---------------------------------------------------------------------------------
-
-/// One completion or error entry of `n`, driving `others`, failing after `d`.
-fn next_within(n: &Node, others: &[&Node], d: Duration) -> Result<CqTaggedEntry> {
-    let start = Instant::now();
-    let mut e = [CqTaggedEntry::default(); 1];
-    loop {
-        match n.cq.read(&mut e) {
-            Ok(1) => return Ok(e[0]),
-            Err(Error::Avail) => return Err(n.cq.read_err().unwrap().err),
-            Ok(_) | Err(Error::Again) => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        for o in others {
-            let _ = o.cq.read(&mut []);
-        }
-        assert!(start.elapsed() < d, "no completion within {d:?}");
-        std::thread::yield_now();
-    }
-}
 
 /// Waits for the successful completion of the request with context `ctx`.
 #[track_caller]
@@ -113,20 +85,6 @@ fn recv(n: &Node, buf: &mut [u8], tag: u64) -> usize {
     let e = next_within(n, &[], LOSS_DEADLINE).unwrap();
     assert_eq!(e.tag, tag);
     e.len
-}
-
-/// Reports a line to the parent.
-fn report(what: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\n{MARK}{what}").unwrap();
-    out.flush().unwrap();
-}
-
-/// The next line on stdin, which must be `what`.
-fn told(what: &str) {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), what);
 }
 
 /// The server named in the environment, and its region (address, key).
@@ -539,197 +497,12 @@ fn big_client() {
 // The parent
 // ---------------------------------------------------------------------------------
 
-/// Two namespaces and the children running in them: on drop (a panic included) the
-/// children are killed and the namespaces deleted.
-struct Hosts {
-    names: Vec<String>,
-    children: Vec<Child>,
-}
-
-/// A child's stdin and the lines it reports.
-struct Kid {
-    idx: usize,
-    role: &'static str,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
-
-impl Kid {
-    /// The next line the child reports, which must start with `what`; returns the rest.
-    fn expect(&self, what: &str) -> String {
-        self.expect_within(what, DEADLINE)
-    }
-
-    fn expect_within(&self, what: &str, d: Duration) -> String {
-        let line = self
-            .lines
-            .recv_timeout(d)
-            .unwrap_or_else(|e| panic!("{} did not report {what}: {e}", self.role));
-        line.strip_prefix(what)
-            .unwrap_or_else(|| panic!("{} reported {line:?}, not {what}", self.role))
-            .trim()
-            .to_owned()
-    }
-
-    fn tell(&mut self, what: &str) {
-        writeln!(self.stdin, "{what}").unwrap();
-    }
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/netns/hosts.sh")
-}
-
-impl Hosts {
-    /// The hosts, or `None` when the machine cannot make them and skipping is allowed.
-    fn up() -> Option<Hosts> {
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up")
-            .output()
-            .unwrap();
-        let why = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() == Some(77) {
-            let allowed = std::env::var("FABRIC_TEST_ALLOW_SKIP").as_deref() == Ok("1");
-            assert!(
-                allowed,
-                "cannot make test hosts ({}); run as root with iproute2, or set \
-                 FABRIC_TEST_ALLOW_SKIP=1 to accept not running this test",
-                why.trim()
-            );
-            eprintln!("SKIPPED (FABRIC_TEST_ALLOW_SKIP=1): {}", why.trim());
-            return None;
-        }
-        assert!(out.status.success(), "hosts.sh up failed: {why}");
-        let names: Vec<String> = String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        assert_eq!(names.len(), 2, "hosts.sh up printed {names:?}");
-        Some(Hosts {
-            names,
-            children: Vec::new(),
-        })
-    }
-
-    /// Runs `args` inside host `h`; panics if it fails.
-    fn run(&self, h: usize, args: &[&str]) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.names[h]])
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        assert!(
-            out.status.success(),
-            "{args:?} in {} failed: {}",
-            self.names[h],
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// The veth end of host `h`.
-    fn veth(&self, h: usize) -> String {
-        let out = self.run(h, &["ip", "-o", "link", "show", "type", "veth"]);
-        // "2: fv1-123@if3: <...> ..."
-        let name = out
-            .split(':')
-            .nth(1)
-            .and_then(|s| s.trim().split('@').next())
-            .unwrap_or_else(|| panic!("no veth in {}: {out:?}", self.names[h]));
-        name.to_owned()
-    }
-
-    /// Starts this binary's `child_entry` as `role` on host `h`, listening on its
-    /// address.
-    fn spawn(&mut self, h: usize, role: &'static str, env: &[(&str, String)]) -> Kid {
-        let exe = std::env::current_exe().unwrap();
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.names[h]])
-            .arg(exe)
-            .args(["--ignored", "--exact", "child_entry", "--nocapture"])
-            .env(CHILD_ENV, role)
-            .env(IFACE_ENV, ADDRS[h])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(at) = line.find(MARK) {
-                    eprintln!("{role}: {}", &line[at + MARK.len()..]);
-                    if tx.send(line[at + MARK.len()..].to_owned()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        self.children.push(child);
-        Kid {
-            idx: self.children.len() - 1,
-            role,
-            stdin,
-            lines: rx,
-        }
-    }
-
-    /// Starts a server on host 0 and its client on host 1; returns them.
-    fn pair(&mut self, role: (&'static str, &'static str), env: &[(&str, String)]) -> (Kid, Kid) {
-        let srv = self.spawn(0, role.0, env);
-        let name = srv.expect("NAME");
-        let region = srv.expect("REGION");
-        let mut env = env.to_vec();
-        env.extend([(SERVER_ENV, name), (REGION_ENV, region)]);
-        let cli = self.spawn(1, role.1, &env);
-        (srv, cli)
-    }
-
-    /// Waits for `kid` to exit; panics unless it succeeded.
-    fn finish(&mut self, kid: &Kid) {
-        let start = Instant::now();
-        loop {
-            if let Some(s) = self.children[kid.idx].try_wait().unwrap() {
-                assert!(s.success(), "{} failed", kid.role);
-                return;
-            }
-            assert!(start.elapsed() < DEADLINE, "{} did not exit", kid.role);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let ok = Command::new("bash")
-            .arg(script())
-            .arg("down")
-            .args(&self.names)
-            .status()
-            .is_ok_and(|s| s.success());
-        // Not an assert: a panic while unwinding from another would abort.
-        if !ok {
-            eprintln!("hosts.sh down {:?} failed", self.names);
-        }
-    }
-}
-
 #[test]
 fn link_down_mid_stream_fails_pending_requests_in_bound() {
     let Some(mut hosts) = Hosts::up() else {
         return;
     };
-    let (srv, mut cli) = hosts.pair(("down-server", "down-client"), &[]);
+    let (srv, mut cli) = hosts.pair(("down-server", "down-client"), 1, &[]);
     srv.expect("ASLEEP");
     cli.expect("PENDING");
     let veth = hosts.veth(0);
@@ -773,7 +546,7 @@ fn ten_percent_loss_everything_arrives_once_in_order() {
     }
     let start = Instant::now();
     let env = [(SEED_ENV, seed.to_string())];
-    let (srv, cli) = hosts.pair(("loss-server", "loss-client"), &env);
+    let (srv, cli) = hosts.pair(("loss-server", "loss-client"), 1, &env);
     srv.expect_within("CHECKED", 4 * LOSS_DEADLINE);
     cli.expect("DONE");
     hosts.finish(&srv);
@@ -791,7 +564,7 @@ fn largest_messages_and_rma_across_hosts_one_byte_more_refused() {
     let Some(mut hosts) = Hosts::up() else {
         return;
     };
-    let (srv, cli) = hosts.pair(("big-server", "big-client"), &[]);
+    let (srv, cli) = hosts.pair(("big-server", "big-client"), 1, &[]);
     let ms = cli.expect_within("DONE", 2 * LOSS_DEADLINE);
     srv.expect("CHECKED");
     hosts.finish(&srv);

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use fabric_tcp::IFACE_ENV;
 use serde_json::Value;
 
-/// The two hosts' addresses (`hosts.sh`): the server runs on the first.
-const ADDRS: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
+mod netns;
+use netns::{Hosts, ADDRS};
+
 /// The control port; each case's server has exited before the next one listens.
 const PORT: &str = "47592";
 /// Longest a case may take, both sides; past it both are killed and the case fails.
@@ -131,61 +132,6 @@ fn tool_path(tool: &str) -> PathBuf {
     path
 }
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/netns/hosts.sh")
-}
-
-/// The two namespaces: deleted on drop (a panic included).
-struct Hosts {
-    names: Vec<String>,
-}
-
-impl Hosts {
-    /// The hosts, or `None` when the machine cannot make them and skipping is allowed.
-    fn up() -> Option<Hosts> {
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up")
-            .output()
-            .unwrap();
-        let why = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() == Some(77) {
-            let allowed = std::env::var("FABRIC_TEST_ALLOW_SKIP").as_deref() == Ok("1");
-            assert!(
-                allowed,
-                "cannot make test hosts ({}); run as root with iproute2, or set \
-                 FABRIC_TEST_ALLOW_SKIP=1 to accept not running this test",
-                why.trim()
-            );
-            eprintln!("SKIPPED (FABRIC_TEST_ALLOW_SKIP=1): {}", why.trim());
-            return None;
-        }
-        assert!(out.status.success(), "hosts.sh up failed: {why}");
-        let names: Vec<String> = String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        assert_eq!(names.len(), 2, "hosts.sh up printed {names:?}");
-        Some(Hosts { names })
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        let ok = Command::new("bash")
-            .arg(script())
-            .arg("down")
-            .args(&self.names)
-            .status()
-            .is_ok_and(|s| s.success());
-        // Not an assert: a panic while unwinding from another would abort.
-        if !ok {
-            eprintln!("hosts.sh down {:?} failed", self.names);
-        }
-    }
-}
-
 /// A tool process on one host, its output collected by two threads; killed on drop.
 struct Side {
     child: Child,
@@ -274,12 +220,13 @@ fn run(hosts: &Hosts, case: &Case) -> Result<(), String> {
     let mut server_args = common.clone();
     server_args.extend(["-B", PORT]);
     let mut client_args = common;
+    // The server runs on the first host.
     client_args.extend(["-T", CLIENT_IDLE_LIMIT, "-P", PORT, ADDRS[0]]);
 
     let deadline = Instant::now() + CASE_DEADLINE;
-    let server = Side::spawn(&hosts.names[0], ADDRS[0], case.tool, &server_args);
+    let server = Side::spawn(hosts.name(0), ADDRS[0], case.tool, &server_args);
     // The client retries a refused control connection while the server starts.
-    let client = Side::spawn(&hosts.names[1], ADDRS[1], case.tool, &client_args);
+    let client = Side::spawn(hosts.name(1), ADDRS[1], case.tool, &client_args);
     let c = client.wait(deadline);
     let s = server.wait(deadline);
     let both = || {

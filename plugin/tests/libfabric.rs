@@ -5,77 +5,16 @@
 //! through `FI_PROVIDER_PATH`. Needs `libfabric-dev` and `libfabric-bin` (CI installs them).
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A directory holding the plugin under the name libfabric looks for
-/// (`lib<name>-fi.so`), made once per test process.
-fn provider_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        // The test binary is target/<profile>/deps/<name>; cargo builds the cdylib
-        // next to it.
-        let exe = std::env::current_exe().expect("current_exe");
-        let deps = exe.parent().expect("deps dir");
-        let so = [
-            deps.join("libfabric_ofi.so"),
-            deps.join("../libfabric_ofi.so"),
-        ]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("libfabric_ofi.so built next to the test binary");
-        let dir = std::env::temp_dir().join(format!("fabric-ofi-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        // One library serves every provider, by the name it is installed under.
-        for name in ["fab_shm", "fab_tcp", "fab_hybrid"] {
-            std::fs::copy(&so, dir.join(format!("lib{name}-fi.so"))).expect("copy plugin");
-        }
-        dir
-    })
-    .clone()
-}
+mod common;
+use common::{build, mpi_prog, mtl_ofi, provider_dir, ranks_on, run, text, wait_deadline};
 
 fn with_plugin(cmd: &mut Command) -> &mut Command {
     cmd.env("FI_PROVIDER_PATH", provider_dir())
         .env_remove("FI_PROVIDER")
-}
-
-/// Waits for `child` at most `limit`, killing it past that.
-fn wait_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
-    let end = Instant::now() + limit;
-    loop {
-        match child.try_wait().expect("try_wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
-            None if Instant::now() >= end => {
-                let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
-                panic!(
-                    "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-fn run(cmd: &mut Command, limit: Duration, what: &str) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning {what}: {e}"));
-    wait_deadline(child, limit, what)
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// Compiles `tests/plugin_c/<name>.c` against libfabric and runs it over fab_shm;
@@ -88,17 +27,13 @@ fn run_c(name: &str) -> String {
 /// `prov` (`FAB_PROV`); returns its output after asserting it succeeded.
 fn run_c_on(name: &str, prov: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/plugin_c/{name}.c"));
-    let bin = provider_dir().join(format!("{name}-{prov}"));
-    let cc = run(
+    let bin = build(
         Command::new("cc")
-            .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
-            .arg(&bin)
+            .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1"])
             .arg(&src)
             .arg("-lfabric"),
-        Duration::from_secs(120),
-        "cc",
+        &format!("{name}-{prov}"),
     );
-    assert!(cc.status.success(), "cc failed:\n{}", text(&cc));
     let out = run(
         with_plugin(Command::new(&bin).env("FAB_PROV", prov)),
         Duration::from_secs(120),
@@ -402,54 +337,14 @@ fn fi_pingpong_tcp_tagged_small() {
     }
 }
 
-/// `tests/mpi/p2p.c` built with mpicc, once per test process.
-/// `tests/mpi/<name>.c` compiled with `mpicc` (once per test run).
-fn mpi_prog(name: &'static str) -> PathBuf {
-    static BINS: std::sync::Mutex<Vec<(&'static str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut bins = BINS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, b)) = bins.iter().find(|(n, _)| *n == name) {
-        return b.clone();
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
-    let bin = provider_dir().join(format!("mpi_{name}"));
-    let cc = run(
-        Command::new("mpicc")
-            .args(["-O1", "-Wall", "-Werror", "-o"])
-            .arg(&bin)
-            .arg(&src),
-        Duration::from_secs(120),
-        "mpicc",
-    );
-    assert!(cc.status.success(), "mpicc failed:\n{}", text(&cc));
-    bins.push((name, bin.clone()));
-    bin
-}
-
 /// `mpirun -n N` of `tests/mpi/<prog>.c` with point-to-point on Open MPI's `mtl ofi`
 /// over `prov` (verbose, to name the provider it opened), plus `extra` arguments;
 /// returns its output after asserting it succeeded.
 fn mpirun_ofi(n: u32, prov: &str, extra: &[&str], prog: &'static str) -> String {
     let n = n.to_string();
-    let mut args = vec![
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        &n,
-        "--mca",
-        "pml",
-        "cm",
-        "--mca",
-        "mtl",
-        "ofi",
-        "--mca",
-        "mtl_ofi_provider_include",
-        prov,
-        "--mca",
-        "mtl_base_verbose",
-        "100",
-        "-x",
-        "FI_PROVIDER_PATH",
-    ];
+    let ofi = mtl_ofi(prov);
+    let mut args = vec!["--allow-run-as-root", "--oversubscribe", "-n", &n];
+    args.extend(ofi.iter().map(String::as_str));
     args.extend_from_slice(extra);
     let out = run(
         with_plugin(Command::new("mpirun").args(&args)).arg(mpi_prog(prog)),
@@ -467,8 +362,7 @@ fn mpi_over(prov: &str, n: u32) {
     let t = mpirun_ofi(n, prov, &[], "p2p");
     assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
     // Every rank's mtl ofi opened our provider.
-    let opened = t.matches(&format!("mtl:ofi:provider: {prov}")).count();
-    assert_eq!(opened, n as usize, "{t}");
+    assert_eq!(ranks_on(&t, prov), n as usize, "{t}");
 }
 
 #[test]

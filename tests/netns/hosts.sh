@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two test "hosts" as network namespaces joined by a veth pair, for tests between hosts
-# without a second machine (tests/tcp_netns.rs).
+# without a second machine; tests/netns/mod.rs drives it.
 #
 #   hosts.sh up           creates fab-h1-PID and fab-h2-PID, prints their names (one line)
 #   hosts.sh down NAME... deletes those namespaces (and the veth pair inside them)

@@ -54,6 +54,11 @@ pub fn node_from(info: &Info, cq: &CqAttr) -> Result<Node> {
 
 /// One completion or error entry of `n`, driving the progress of `others` too.
 pub fn next(n: &Node, others: &[&Node]) -> Result<CqTaggedEntry> {
+    next_within(n, others, DEADLINE)
+}
+
+/// [`next`], failing after `d` instead of [`DEADLINE`].
+pub fn next_within(n: &Node, others: &[&Node], d: Duration) -> Result<CqTaggedEntry> {
     let start = Instant::now();
     let mut e = [CqTaggedEntry::default(); 1];
     loop {
@@ -66,10 +71,7 @@ pub fn next(n: &Node, others: &[&Node]) -> Result<CqTaggedEntry> {
         for o in others {
             let _ = o.cq.read(&mut []);
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no completion within {DEADLINE:?}"
-        );
+        assert!(start.elapsed() < d, "no completion within {d:?}");
         std::thread::yield_now();
     }
 }
