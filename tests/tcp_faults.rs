@@ -2,7 +2,7 @@
 //! re-run as a child, `child_entry`), a peer SIGKILLed while requests wait on it,
 //! strangers writing garbage to the listening port and into a connection they opened
 //! (also in the middle of a well-behaved peer's stream, which loses nothing), a receiver
-//! that stops polling, 1000 peers that come and go (the server's fds and memory stay
+//! that stops polling (also for longer than the liveness bound), 1000 peers that come and go (the server's fds and memory stay
 //! flat), and an `FI_WAIT_FD` CQ whose blocked waiter wakes when a message arrives.
 
 use std::io::{Read, Write};
@@ -271,6 +271,57 @@ fn receiver_that_stops_polling_pushes_back_then_everything_arrives() {
         assert_eq!((e.tag, e.len), (i, LEN));
         assert!(buf == msg);
     }
+}
+
+/// A receiver that stops polling for longer than the liveness bound, its window shut
+/// all that time, is alive: the sender's connection stays up, nothing fails, and
+/// everything arrives once the receiver polls again. (`TCP_USER_TIMEOUT` would break
+/// the connection after that long.)
+#[test]
+fn receiver_silent_past_the_liveness_bound_loses_nothing() {
+    let a = node();
+    let b = node();
+    let to = a.av.insert(&b.ep.name()).unwrap();
+    const LEN: usize = 64 << 10;
+    let msg = pattern(LEN, 2);
+    let mut sent = 0u64;
+    let start = Instant::now();
+    loop {
+        match a.ep.tsend(&msg, to, sent, Context(1)) {
+            Ok(()) => sent += 1,
+            Err(Error::Again) => break,
+            Err(e) => panic!("tsend: {e}"),
+        }
+        assert!(start.elapsed() < DEADLINE, "never pushed back");
+    }
+    // a polls (and so checks its connections) past the bound while b reads nothing.
+    let mut done = 0u64;
+    let mut e = [CqTaggedEntry::default(); 16];
+    let mut read = |done: &mut u64| match a.cq.read(&mut e) {
+        Ok(k) => *done += k as u64,
+        Err(Error::Again) => {}
+        Err(Error::Avail) => panic!("a send failed: {:?}", a.cq.read_err()),
+        Err(err) => panic!("cq read: {err}"),
+    };
+    let silent = fabric_tcp::transport::LIVENESS + Duration::from_secs(3);
+    while start.elapsed() < silent {
+        read(&mut done);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut buf = vec![0u8; LEN];
+    for i in 0..sent {
+        // SAFETY: `buf` outlives the receive, read after its completion.
+        unsafe { b.ep.trecv(&mut buf, FiAddr::UNSPEC, i, 0, Context(2)) }.unwrap();
+        let got = next(&b, &[&a]).unwrap();
+        assert_eq!((got.tag, got.len), (i, LEN));
+        assert!(buf == msg);
+    }
+    let end = Instant::now() + DEADLINE;
+    while done < sent {
+        read(&mut done);
+        assert!(Instant::now() < end, "{done} of {sent} sends completed");
+    }
+    assert_eq!(done, sent);
 }
 
 /// Environment variable that makes `churn_server_entry` act.

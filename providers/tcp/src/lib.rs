@@ -30,7 +30,10 @@
 //! **Liveness.** A peer process that dies closes its sockets: its connections end,
 //! every request waiting for it completes with `FI_EHOSTUNREACH` at the next poll and
 //! later sends to it fail with `FI_EHOSTUNREACH`. A peer host that vanishes is
-//! detected by TCP keepalive and `TCP_USER_TIMEOUT` within about 10 s. A peer that
+//! detected within about 10 s: by TCP keepalive while nothing is in flight, and by
+//! retransmissions that go unanswered for [`transport::LIVENESS`] otherwise. A peer
+//! process that only stops polling is not gone, however long it stays away: its
+//! window shuts, sends to it get `FI_EAGAIN`, and nothing fails. A peer that
 //! dies while no connection to it is open (it was closed for idleness) is detected
 //! by the next send, whose connection is refused.
 //!

@@ -24,7 +24,7 @@
 //! is handed to the core only if it answers a request of that table sent to the
 //! endpoint it comes from (anything else is a stranger's or a confused peer's and is
 //! dropped). When a connection to or from a peer breaks (reset, end of file, garbage,
-//! keepalive or user timeout), every request still in the table for that peer is
+//! keepalive, or retransmissions unanswered for [`LIVENESS`]: `live`), every request still in the table for that peer is
 //! answered by a synthesized response with status `FI_EHOSTUNREACH`, and later sends
 //! to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
 //! the receiver closes its side and fails nothing.
@@ -75,7 +75,9 @@ pub use idle::{DEFAULT_IDLE, DEFAULT_MAX_CONNS, IDLE_ENV, MAX_CONNS_ENV};
 
 mod idle;
 mod large;
+mod live;
 pub use large::{large_tx, tx_bound, LargeTx, LARGE_TX, TX_STALL};
+pub use live::LIVENESS;
 
 /// Receive buffer of one accepted connection: frames up to this size are read in
 /// place, larger ones into their destination or, without one, staged (see
@@ -97,14 +99,12 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const READS_PER_POLL: usize = 4;
 /// Payload slices written with one `sendmsg` (the core's IOV limit); more are copied.
 const MAX_IOV: usize = 8;
-/// Keepalive: idle time before the first probe, probe interval, probes. With the user
-/// timeout below, a peer host that vanishes is detected within about 10 s whether or
-/// not data is in flight.
+/// Keepalive: idle time before the first probe, probe interval, probes: a peer host
+/// that vanishes while nothing is in flight is found within about 10 s (with data in
+/// flight, `live` finds it).
 const KEEPIDLE: Duration = Duration::from_secs(4);
 const KEEPINTVL: Duration = Duration::from_secs(1);
 const KEEPCNT: u32 = 5;
-/// `TCP_USER_TIMEOUT` (ms): unacknowledged data older than this breaks the connection.
-const USER_TIMEOUT_MS: u32 = 10_000;
 
 /// Departed peers a sender remembers (sends to them fail at once). One forgotten costs
 /// only a connection attempt: its process is gone, so the attempt is refused or meets
@@ -225,6 +225,7 @@ struct TxLink {
     out: Vec<u8>,
     sent: usize,
     idle: idle::Use,
+    stall: live::Stall,
 }
 
 impl TxLink {
@@ -299,7 +300,8 @@ pub(crate) fn tune(fd: &OwnedFd) {
     let _ = sockopt::set_tcp_keepidle(fd, KEEPIDLE);
     let _ = sockopt::set_tcp_keepintvl(fd, KEEPINTVL);
     let _ = sockopt::set_tcp_keepcnt(fd, KEEPCNT);
-    let _ = sockopt::set_tcp_user_timeout(fd, USER_TIMEOUT_MS);
+    // No TCP_USER_TIMEOUT: it also breaks a connection whose peer only stopped reading
+    // (a zero window for that long); `live` bounds retransmissions instead.
 }
 
 pub(crate) fn errno_to(e: Errno) -> Error {
@@ -421,8 +423,10 @@ impl TcpTx {
                     out: Vec::new(),
                     sent: 0,
                     idle: idle::Use::default(),
+                    stall: live::Stall::default(),
                 });
                 self.index.insert(to.raw, self.links.len() - 1);
+                self.set_timer(true);
                 self.links.len() - 1
             }
             None => {
@@ -557,6 +561,7 @@ fn connect(sh: &Arc<Shared>, to: &TcpPeer) -> Result<TxLink> {
         out: frame::hello(&sh.me, &to.name).to_vec(),
         sent: 0,
         idle: idle::Use::default(),
+        stall: live::Stall::default(),
     })
 }
 

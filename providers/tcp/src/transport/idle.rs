@@ -30,7 +30,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fabric::provider::wire::Header;
 use fabric::{Error, Result};
@@ -40,7 +40,8 @@ use rustix::time::{
     Timespec,
 };
 
-use super::{connect, errno_to, write_frame, TcpPeer, TcpRx, TcpTx, TxLink, RX_BUF};
+use super::live::LIVE_TICK;
+use super::{connect, errno_to, kill, write_frame, TcpPeer, TcpRx, TcpTx, TxLink, RX_BUF};
 use crate::frame;
 
 /// Environment variable: milliseconds without traffic after which an outgoing
@@ -57,8 +58,8 @@ pub const DEFAULT_MAX_CONNS: usize = 1024;
 
 /// Token of the timer in the endpoint's epoll set (connection ids count up from 1).
 pub(super) const TIMER: u64 = u64::MAX;
-/// Scans per idle period: a connection closes between one idle period and a quarter
-/// more after its last use.
+/// Scans per idle period, at least: a connection closes between one idle period and a
+/// quarter more after its last use.
 const TICKS_PER_IDLE: u32 = 4;
 /// Scan period when idle closing is off and closing connections wait to be released.
 const CLOSING_TICK: Duration = Duration::from_millis(100);
@@ -87,10 +88,18 @@ impl Config {
         Ok(Config { idle, max_conns })
     }
 
+    /// The scan period: scans also check the connections' liveness (`live`).
     fn tick(&self) -> Duration {
-        self.idle
-            .map_or(CLOSING_TICK, |d| d / TICKS_PER_IDLE)
-            .max(MIN_TICK)
+        self.idle.map_or(CLOSING_TICK, |d| {
+            (d / TICKS_PER_IDLE).clamp(MIN_TICK, LIVE_TICK)
+        })
+    }
+
+    /// Scan periods in one idle period.
+    fn idle_ticks(&self) -> u64 {
+        self.idle.map_or(u64::MAX, |d| {
+            u64::try_from(d.as_nanos().div_ceil(self.tick().as_nanos())).unwrap_or(u64::MAX)
+        })
     }
 }
 
@@ -251,6 +260,8 @@ pub(super) struct TxIdle {
     clock: u64,
     armed: bool,
     closing: Vec<Closing>,
+    /// When scans check liveness next.
+    next_live: Instant,
 }
 
 impl TxIdle {
@@ -261,6 +272,7 @@ impl TxIdle {
             clock: 0,
             armed: false,
             closing: Vec::new(),
+            next_live: Instant::now(),
         }
     }
 }
@@ -304,9 +316,7 @@ impl TcpTx {
             let c = self.release(k);
             l.out.extend_from_slice(&c.next);
         }
-        if self.idle.cfg.idle.is_some() {
-            self.set_timer(true);
-        }
+        self.set_timer(true);
         Ok(l)
     }
 
@@ -395,17 +405,33 @@ impl TcpTx {
         }
         if self.idle.cfg.idle.is_some() {
             // Used in period `t`, a connection has been idle for a whole idle period
-            // once `TICKS_PER_IDLE` later periods have begun and ended.
-            let ticks = u64::from(TICKS_PER_IDLE);
+            // once `idle_ticks` later periods have begun and ended.
+            let ticks = self.idle.cfg.idle_ticks();
             for i in (0..self.links.len()).rev() {
                 if self.idle.tick - self.links[i].idle.tick > ticks && self.quiet(i) {
                     self.close(i);
                 }
             }
         }
-        let want = (self.idle.cfg.idle.is_some() && !self.links.is_empty())
-            || !self.idle.closing.is_empty();
+        self.check_live();
+        let want = !self.links.is_empty() || !self.idle.closing.is_empty();
         self.set_timer(want);
+    }
+
+    /// Breaks the connections whose peer is gone though they did not end (`live`),
+    /// once per [`LIVE_TICK`] at most: the receiver then fails what waits on them.
+    fn check_live(&mut self) {
+        let now = Instant::now();
+        if now < self.idle.next_live {
+            return;
+        }
+        self.idle.next_live = now + LIVE_TICK;
+        let links = self.links.iter_mut();
+        for l in links.chain(self.idle.closing.iter_mut().map(|c| &mut c.tx)) {
+            if !l.link.dead.load(Ordering::Acquire) && l.stall.gone(&l.link.fd, now) {
+                kill(&l.link);
+            }
+        }
     }
 
     /// Whether connection `i` may be closed: it has nothing queued and nothing awaiting
@@ -465,7 +491,7 @@ impl TcpTx {
         }
     }
 
-    fn set_timer(&mut self, on: bool) {
+    pub(super) fn set_timer(&mut self, on: bool) {
         if on != self.idle.armed {
             self.idle.armed = on;
             self.sh.idle.set(on.then(|| self.idle.cfg.tick()));
