@@ -324,6 +324,38 @@ fn receiver_silent_past_the_liveness_bound_loses_nothing() {
     assert_eq!(done, sent);
 }
 
+/// A send that completed while part of it was still queued (its receiver was not
+/// reading) is delivered whole though the sender closes its endpoint right after the
+/// completion: the close hands the queue over first.
+#[test]
+fn a_send_completed_before_the_close_is_delivered() {
+    const LEN: usize = 16 << 20;
+    let (name_tx, name_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    // The receiver on a thread of its own: it reads nothing until the sender closes.
+    let receiver = std::thread::spawn(move || {
+        let b = node();
+        name_tx.send(b.ep.name()).unwrap();
+        go_rx.recv().unwrap();
+        let mut buf = vec![0u8; LEN];
+        // SAFETY: `buf` outlives the receive, read after its completion.
+        unsafe { b.ep.trecv(&mut buf, FiAddr::UNSPEC, 7, 0, Context(2)) }.unwrap();
+        let got = next(&b, &[]).unwrap();
+        assert_eq!((got.tag, got.len), (7, LEN));
+        assert!(buf == pattern(LEN, 3), "payload differs");
+    });
+    let a = node();
+    let to = a.av.insert(&name_rx.recv().unwrap()).unwrap();
+    send(&a, &pattern(LEN, 3), to, 7);
+    let e = next(&a, &[]).unwrap();
+    assert_eq!(e.op_context, Context(7), "the send completed");
+    go_tx.send(()).unwrap();
+    let start = Instant::now();
+    drop(a);
+    println!("close took {:?}", start.elapsed());
+    receiver.join().unwrap();
+}
+
 /// Environment variable that makes `churn_server_entry` act.
 const CHURN_ENV: &str = "FABRIC_TCP_TEST_CHURN";
 /// Tag of a client's request for the churn server's fd count and resident size.

@@ -38,7 +38,10 @@ struct Counts {
 }
 
 fn parse(line: &str) -> Option<Counts> {
-    let w: Vec<&str> = line.strip_prefix("== counts ")?.split_whitespace().collect();
+    let w: Vec<&str> = line
+        .strip_prefix("== counts ")?
+        .split_whitespace()
+        .collect();
     match w.as_slice() {
         [mode, "-n", n, "rank", _, "passed", p, "failed", f, "skipped", s] => Some(Counts {
             mode: mode.to_string(),
@@ -95,8 +98,15 @@ fn mpi4py_suite_over_the_plugin() {
     let counts: Vec<Counts> = out.lines().filter_map(parse).collect();
     for mode in MODES {
         for n in NPS {
-            let runs: Vec<&Counts> = counts.iter().filter(|c| c.mode == mode && c.n == n).collect();
-            assert_eq!(runs.len(), n as usize, "{mode} -n {n}: one count line per rank");
+            let runs: Vec<&Counts> = counts
+                .iter()
+                .filter(|c| c.mode == mode && c.n == n)
+                .collect();
+            assert_eq!(
+                runs.len(),
+                n as usize,
+                "{mode} -n {n}: one count line per rank"
+            );
             for c in runs {
                 assert_eq!(c.failed, 0, "{c:?}");
                 assert!(c.passed > 1000, "{c:?}: the suite ran");
@@ -130,5 +140,8 @@ fn count_lines_parse() {
         })
     );
     assert_eq!(parse("== fab_tcp -n 4: exit 0 after 169 s"), None);
-    assert_eq!(parse("== counts fab_tcp -n x rank 0: passed 1 failed 0 skipped 0"), None);
+    assert_eq!(
+        parse("== counts fab_tcp -n x rank 0: passed 1 failed 0 skipped 0"),
+        None
+    );
 }

@@ -232,6 +232,8 @@ impl<S: Config> EpInner<S> {
             }
             ConnState::Idle | ConnState::Closed => Err(Error::NotConn),
         })?;
+        // Gracefully: what completed before the shutdown reaches the peer.
+        self.linger();
         let res = CmOf::<S>::disconnect(&self.transport);
         self.drop_peer(Error::Canceled);
         res

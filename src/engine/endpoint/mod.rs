@@ -10,6 +10,7 @@ mod target;
 mod tx;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::attr::EpType;
 use crate::config::{Config, LockOf};
@@ -41,6 +42,12 @@ type ReceiverOf<S> = <TransportOf<S> as Transport>::Receiver;
 /// The transport's direct access ([`Absent`](crate::provider::Absent) without).
 pub(crate) type DirectOf<S> = <TransportOf<S> as Transport>::Direct;
 type HeldBackOf<S> = <TransportOf<S> as Transport>::HeldBack;
+
+/// How long closing an endpoint (or shutting its connection down) waits for a peer to
+/// take what the sender still holds: a peer that reads nothing for this long loses it.
+const LINGER: Duration = Duration::from_secs(10);
+/// Pause between tries while lingering.
+const LINGER_POLL: Duration = Duration::from_micros(200);
 /// The transport's connection management ([`Absent`](crate::provider::Absent) without).
 pub(crate) type CmOf<S> = <TransportOf<S> as Transport>::Cm;
 
@@ -334,9 +341,26 @@ impl<S: Config> EpInner<S> {
     }
 
     /// Closes: no more arrivals; every outstanding operation completes with `FI_ECANCELED`.
+    /// What the sender still holds goes out first ([`linger`](Self::linger)).
     pub(crate) fn close(self: &Arc<Self>) {
+        self.linger();
         self.transport.shutdown();
         self.flush(Error::Canceled, true);
+    }
+
+    /// Hands the transport what its sender still holds back, within [`LINGER`]: the
+    /// bytes of sends that completed when the transport queued them. A close or a
+    /// shutdown right after such a completion would otherwise lose them.
+    pub(crate) fn linger(&self) {
+        let end = Instant::now() + LINGER;
+        while HeldBackOf::<S>::pending(&self.transport) && Instant::now() < end {
+            self.sender
+                .with(|tx| HeldBackOf::<S>::flush(&self.transport, tx));
+            if HeldBackOf::<S>::pending(&self.transport) {
+                // The peer reads at its own pace; its reading frees the socket.
+                std::thread::sleep(LINGER_POLL);
+            }
+        }
     }
 
     /// Completes every operation still outstanding on the endpoint's own contexts
