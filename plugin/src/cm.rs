@@ -11,11 +11,10 @@ use core::ffi::{c_int, c_void};
 
 use fabric::{Context, Error, PassiveEndpoint};
 
-use crate::cmem::{bytes, copy_out};
+use crate::cmem::{bytes, name_out};
 use crate::eq::{self, EqStack};
-use crate::fid::Holds;
-use crate::fid::{neg, no_control, no_ops_open, ret, Obj};
-use crate::{sys, Exposed, FabricObj};
+use crate::fid::{self, neg, ptr_of, ret, Holds, Obj, Object};
+use crate::{sys, Exposed};
 
 /// A passive endpoint.
 pub struct PepState<E: Exposed> {
@@ -23,17 +22,14 @@ pub struct PepState<E: Exposed> {
     holds: Holds,
 }
 
-type PepObj<E> = Obj<sys::fid_pep, PepState<E>>;
+type PepObj<E> = Obj<PepState<E>>;
 
-const fn pep_fi_ops<E: Exposed>() -> sys::fi_ops {
-    sys::fi_ops {
-        size: core::mem::size_of::<sys::fi_ops>(),
-        close: Some(pep_close::<E>),
-        bind: Some(pep_bind::<E>),
-        control: Some(no_control),
-        ops_open: Some(no_ops_open),
-        tostr: None,
-        ops_set: None,
+impl<E: Exposed> Object for PepState<E> {
+    type Hdr = sys::fid_pep;
+    const CLASS: u32 = sys::FI_CLASS_PEP;
+    const BIND: fid::BindFn = pep_bind::<E>;
+    fn release(&self) {
+        self.holds.release()
     }
 }
 
@@ -70,17 +66,10 @@ pub(crate) unsafe extern "C" fn pep_open<E: Exposed>(
     out: *mut *mut sys::fid_pep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: called through the fabric's ops table.
-    let Some(fab) = (unsafe { FabricObj::<E>::state(f) }) else {
-        return neg(Error::Inval);
-    };
-    if info.is_null() || out.is_null() {
-        return neg(Error::Inval);
-    }
-    // SAFETY: a valid fi_info by fi_passive_ep's contract.
-    let info = match unsafe { crate::info_from_app::<E>(info) } {
-        Ok(i) => i,
-        Err(e) => return neg(e),
+    // SAFETY: called through the fabric's ops table, with fi_passive_ep's arguments.
+    let (fab, info) = match unsafe { crate::open_on_fabric::<E, _>(f, info, out) } {
+        Ok(a) => a,
+        Err(e) => return e,
     };
     let pep = match fab.eqs.passive_ep(&info) {
         Ok(p) => p,
@@ -88,32 +77,17 @@ pub(crate) unsafe extern "C" fn pep_open<E: Exposed>(
     };
     let st = PepState {
         pep,
-        holds: Holds::default(),
+        holds: Holds::on(&fab.refs),
     };
-    st.holds.add(&fab.refs);
     let hdr = sys::fid_pep {
-        fid: sys::fid {
-            fclass: sys::FI_CLASS_PEP as usize,
-            context,
-            ops: const { &pep_fi_ops::<E>() } as *const _ as *mut _,
-        },
-        ops: &PEP_EP_OPS as *const _ as *mut _,
-        cm: const { &pep_cm_ops::<E>() } as *const _ as *mut _,
+        fid: fid::head::<PepState<E>>(context),
+        ops: ptr_of(&PEP_EP_OPS),
+        cm: ptr_of(const { &pep_cm_ops::<E>() }),
     };
-    let p = PepObj::<E>::create(hdr, st, sys::FI_CLASS_PEP);
-    // SAFETY: just created, live.
-    if let Some(s) = unsafe { PepObj::<E>::state(p) } {
-        // Its FI_CONNREQ events name it by its fid, as C compares them.
-        s.pep.set_fid_context(Context(p as usize));
-    }
+    // Its FI_CONNREQ events name it by its fid, as C compares them.
+    let tell = |s: &PepState<E>, fid| s.pep.set_fid_context(Context(fid as usize));
     // SAFETY: `out` is non-NULL and writable by fi_passive_ep's contract.
-    unsafe { *out = p.cast() };
-    0
-}
-
-unsafe extern "C" fn pep_close<E: Exposed>(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through this type's ops table.
-    unsafe { PepObj::<E>::close(f, |_| false, |s| s.holds.release()) }
+    unsafe { PepObj::<E>::create_told(hdr, st, out, tell) }
 }
 
 unsafe extern "C" fn pep_bind<E: Exposed>(f: *mut sys::fid, b: *mut sys::fid, flags: u64) -> c_int {
@@ -142,11 +116,8 @@ unsafe extern "C" fn pep_getname<E: Exposed>(
     let Some(p) = (unsafe { PepObj::<E>::state(f) }) else {
         return neg(Error::Inval);
     };
-    if addrlen.is_null() {
-        return neg(Error::Inval);
-    }
-    // SAFETY: `addrlen` is valid, `addr` NULL or `*addrlen` bytes (fi_getname).
-    unsafe { copy_out(&p.pep.name(), addr, addrlen) }
+    // SAFETY: `addrlen` is NULL or valid, `addr` NULL or `*addrlen` bytes (fi_getname).
+    unsafe { name_out(addr, addrlen, || Ok(p.pep.name())) }
 }
 
 unsafe extern "C" fn pep_setname<E: Exposed>(

@@ -144,12 +144,33 @@ pub(crate) unsafe fn iovs<'a>(iov: *const sys::iovec, count: usize) -> Option<Ve
         .collect()
 }
 
+/// An address out to C (`fi_getname`, `fi_getpeer`, `fi_av_lookup`): `-FI_EINVAL`
+/// without a length to read, else the address `name` gives (or its error) copied as
+/// [`copy_out`] does.
+///
+/// # Safety
+/// `len` is NULL or valid; `buf` is NULL or has `*len` writable bytes.
+pub(crate) unsafe fn name_out(
+    buf: *mut c_void,
+    len: *mut usize,
+    name: impl FnOnce() -> fabric::Result<Vec<u8>>,
+) -> c_int {
+    if len.is_null() {
+        return neg(Error::Inval);
+    }
+    match name() {
+        // SAFETY: the caller's contract, `len` non-NULL.
+        Ok(n) => unsafe { copy_out(&n, buf, len) },
+        Err(e) => neg(e),
+    }
+}
+
 /// Copies `name` into C's buffer of `*len` bytes, truncating, and sets `*len` to the
 /// full length: `-FI_ETOOSMALL` when it was truncated (libfabric's convention).
 ///
 /// # Safety
 /// `len` is valid; `buf` is NULL or has `*len` writable bytes.
-pub(crate) unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
+unsafe fn copy_out(name: &[u8], buf: *mut c_void, len: *mut usize) -> c_int {
     // SAFETY: the caller's contract.
     let room = if buf.is_null() { 0 } else { unsafe { *len } };
     let n = name.len().min(room);

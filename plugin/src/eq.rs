@@ -7,7 +7,6 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
-use std::time::Duration;
 
 use fabric::attr::{EqAttr, WaitObj};
 use fabric::av_type::Table;
@@ -15,8 +14,7 @@ use fabric::config::{Manual, Stack, ThreadSafe};
 use fabric::cq_format::CqTagged;
 use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
 
-use crate::fid::{neg, no_bind, no_control, no_ops_open, Obj};
-use crate::fid::{Holds, Refs};
+use crate::fid::{self, neg, ptr_of, timeout, Holds, Obj, Object, Refs};
 use crate::St;
 use crate::{sys, Exposed};
 
@@ -35,21 +33,17 @@ pub struct EqState<E: Exposed> {
 /// The EQ behind a C handle, if it is one of ours, live, and runs on stack `S`
 /// (EQs run on the fabric's [`EqStack`]; endpoints on another stack cannot take one).
 pub(crate) fn lookup<'a, S: St>(fid: *mut sys::fid) -> Option<&'a EventQueue<S>> {
-    let st = EqObj::<S::Provider>::lookup(fid, sys::FI_CLASS_EQ)?;
+    let st = EqObj::<S::Provider>::lookup(fid)?;
     (&st.eq as &dyn core::any::Any).downcast_ref::<EventQueue<S>>()
 }
 
-type EqObj<E> = Obj<sys::fid_eq, EqState<E>>;
+type EqObj<E> = Obj<EqState<E>>;
 
-const fn eq_fi_ops<E: Exposed>() -> sys::fi_ops {
-    sys::fi_ops {
-        size: core::mem::size_of::<sys::fi_ops>(),
-        close: Some(eq_close::<E>),
-        bind: Some(no_bind),
-        control: Some(no_control),
-        ops_open: Some(no_ops_open),
-        tostr: None,
-        ops_set: None,
+impl<E: Exposed> Object for EqState<E> {
+    type Hdr = sys::fid_eq;
+    const CLASS: u32 = sys::FI_CLASS_EQ;
+    fn release(&self) {
+        self.holds.release()
     }
 }
 
@@ -100,27 +94,16 @@ pub unsafe fn open<E: Exposed>(
         Err(e) => return neg(e),
     };
     let hdr = sys::fid_eq {
-        fid: sys::fid {
-            fclass: sys::FI_CLASS_EQ as usize,
-            context,
-            ops: const { &eq_fi_ops::<E>() } as *const _ as *mut _,
-        },
-        ops: const { &eq_ops::<E>() } as *const _ as *mut _,
+        fid: fid::head::<EqState<E>>(context),
+        ops: ptr_of(const { &eq_ops::<E>() }),
     };
     let st = EqState {
         eq,
-        holds: Holds::default(),
+        holds: Holds::on(parent),
         err_data: std::sync::Mutex::default(),
     };
-    st.holds.add(parent);
     // SAFETY: `out` is non-NULL and writable by the caller's contract.
-    unsafe { *out = EqObj::<E>::create(hdr, st, sys::FI_CLASS_EQ).cast() };
-    0
-}
-
-unsafe extern "C" fn eq_close<E: Exposed>(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through the EQ's ops table.
-    unsafe { EqObj::<E>::close(f, |_| false, |s| s.holds.release()) }
+    unsafe { EqObj::<E>::create_into(hdr, st, out) }
 }
 
 const ENTRY: usize = core::mem::size_of::<sys::fi_eq_entry>();
@@ -233,6 +216,35 @@ fn read_flags(flags: u64) -> Result<bool, isize> {
     }
 }
 
+/// `fi_eq_read` and `fi_eq_sread`, which differ in how `read` takes (or peeks at) the
+/// next entry of the queue.
+///
+/// # Safety
+/// `eq` is NULL or an EQ of provider `E` (its ops table's call); `event` and `buf` as
+/// `fi_eq_read` has them.
+unsafe fn read_with<E: Exposed>(
+    eq: *mut sys::fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+    read: impl Fn(&EventQueue<EqStack<E>>, bool) -> fabric::Result<EqEntry>,
+) -> isize {
+    // SAFETY: the caller's contract.
+    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
+        return neg(Error::Inval) as isize;
+    };
+    let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    match take(len, peek, |p| read(&q.eq, p)) {
+        // SAFETY: the caller's contract on `event` and `buf` (of `len` bytes, enough).
+        Ok(e) => unsafe { put::<E>(&e, event, buf, len) },
+        Err(e) => e,
+    }
+}
+
 unsafe extern "C" fn eq_read<E: Exposed>(
     eq: *mut sys::fid_eq,
     event: *mut u32,
@@ -240,19 +252,8 @@ unsafe extern "C" fn eq_read<E: Exposed>(
     len: usize,
     flags: u64,
 ) -> isize {
-    // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
-        return neg(Error::Inval) as isize;
-    };
-    let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    match take(len, peek, |p| q.eq.read(p)) {
-        // SAFETY: fi_eq_read's contract on `event` and `buf` (of `len` bytes, enough).
-        Ok(e) => unsafe { put::<E>(&e, event, buf, len) },
-        Err(e) => e,
-    }
+    // SAFETY: called through the EQ's ops table, with fi_eq_read's arguments.
+    unsafe { read_with::<E>(eq, event, buf, len, flags, |q, p| q.read(p)) }
 }
 
 unsafe extern "C" fn eq_sread<E: Exposed>(
@@ -260,23 +261,12 @@ unsafe extern "C" fn eq_sread<E: Exposed>(
     event: *mut u32,
     buf: *mut c_void,
     len: usize,
-    timeout: c_int,
+    ms: c_int,
     flags: u64,
 ) -> isize {
-    // SAFETY: called through the EQ's ops table.
-    let Some(q) = (unsafe { EqObj::<E>::state(eq) }) else {
-        return neg(Error::Inval) as isize;
-    };
-    let peek = match read_flags(flags).and_then(|p| room(buf, len).map(|()| p)) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
-    match take(len, peek, |p| q.eq.sread(p, t)) {
-        // SAFETY: fi_eq_sread's contract on `event` and `buf` (of `len` bytes, enough).
-        Ok(e) => unsafe { put::<E>(&e, event, buf, len) },
-        Err(e) => e,
-    }
+    let t = timeout(ms);
+    // SAFETY: called through the EQ's ops table, with fi_eq_sread's arguments.
+    unsafe { read_with::<E>(eq, event, buf, len, flags, |q, p| q.sread(p, t)) }
 }
 
 unsafe extern "C" fn eq_readerr<E: Exposed>(

@@ -13,17 +13,78 @@ use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use fabric::Error;
 
 use crate::sys;
 
-/// A C-visible object: header `H` (a `fid_*` struct, whose first field is `struct fid`),
-/// then the state, `None` once closed.
+/// The state of one kind of C object: the `fid_*` header it sits behind, its class,
+/// and what closing it checks and gives back. The object's `fi_ops` table is made
+/// from this ([`head`]), so each kind's close, bind and control are named once.
+pub trait Object: Sized + 'static {
+    /// What C sees: a `fid_*` struct whose first field is `struct fid`.
+    type Hdr: 'static;
+    /// Its `FI_CLASS_*`.
+    const CLASS: u32;
+    /// Its `fi_bind`.
+    const BIND: BindFn = no_bind;
+    /// Its `fi_control`.
+    const CONTROL: ControlFn = no_control;
+    /// Whether objects depending on this one are open, so it cannot close
+    /// (`-FI_EBUSY`). Kinds that others depend on (those with [`Refs`]) say so here;
+    /// nothing depends on the rest.
+    fn busy(&self) -> bool {
+        false
+    }
+    /// Gives back, as it closes, the holds it took on other objects.
+    fn release(&self);
+}
+
+/// The `bind` entry of an `fi_ops` table.
+pub type BindFn = unsafe extern "C" fn(*mut sys::fid, *mut sys::fid, u64) -> c_int;
+/// The `control` entry of an `fi_ops` table.
+pub type ControlFn = unsafe extern "C" fn(*mut sys::fid, c_int, *mut c_void) -> c_int;
+
+/// The `fi_ops` of objects of kind `T`.
+const fn fi_ops<T: Object>() -> sys::fi_ops {
+    sys::fi_ops {
+        size: core::mem::size_of::<sys::fi_ops>(),
+        close: Some(close::<T>),
+        bind: Some(T::BIND),
+        control: Some(T::CONTROL),
+        ops_open: Some(no_ops_open),
+        tostr: None,
+        ops_set: None,
+    }
+}
+
+/// The `struct fid` that heads the header of a new object of kind `T`.
+pub fn head<T: Object>(context: *mut c_void) -> sys::fid {
+    sys::fid {
+        fclass: T::CLASS as usize,
+        context,
+        ops: ptr_of(const { &fi_ops::<T>() }),
+    }
+}
+
+/// A static ops table as the `*mut` a C header stores (C never writes through it).
+pub fn ptr_of<O>(t: &'static O) -> *mut O {
+    t as *const O as *mut O
+}
+
+/// `fi_close` of objects of kind `T`.
+unsafe extern "C" fn close<T: Object>(f: *mut sys::fid) -> c_int {
+    // SAFETY: called through the ops table of `T`'s objects.
+    unsafe { Obj::<T>::close(f) }
+}
+
+/// A C-visible object: the header of `T` (whose first field is `struct fid`), then the
+/// state, `None` once closed.
 #[repr(C)]
-pub struct Obj<H, T> {
+pub struct Obj<T: Object> {
     /// What C sees.
-    pub hdr: H,
+    pub hdr: T::Hdr,
     state: UnsafeCell<Option<T>>,
 }
 
@@ -48,6 +109,12 @@ pub fn sret(r: fabric::Result<()>) -> isize {
     ret(r) as isize
 }
 
+/// A C timeout in milliseconds, negative for none.
+#[inline]
+pub fn timeout(ms: c_int) -> Option<Duration> {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
 type Live = HashMap<usize, (u32, TypeId)>;
 
 fn live() -> MutexGuard<'static, Live> {
@@ -57,27 +124,57 @@ fn live() -> MutexGuard<'static, Live> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
-impl<H: 'static, T: 'static> Obj<H, T> {
-    /// Allocates the object, records it live as class `class`, and returns its address
-    /// (also that of its `struct fid`).
-    pub fn create(hdr: H, state: T, class: u32) -> *mut Obj<H, T> {
+impl<T: Object> Obj<T> {
+    /// Allocates the object, records it live, and returns its address (also that of
+    /// its `struct fid`).
+    pub fn create(hdr: T::Hdr, state: T) -> *mut Obj<T> {
         let p = Box::into_raw(Box::new(Obj {
             hdr,
             state: UnsafeCell::new(Some(state)),
         }));
-        live().insert(p as usize, (class, TypeId::of::<Obj<H, T>>()));
+        live().insert(p as usize, (T::CLASS, TypeId::of::<Obj<T>>()));
         p
+    }
+
+    /// [`Obj::create`], handed to C through `out`: the `0` of a successful open.
+    ///
+    /// # Safety
+    /// `out` is non-NULL and writable.
+    pub unsafe fn create_into<O>(hdr: T::Hdr, state: T, out: *mut *mut O) -> c_int {
+        // SAFETY: the caller's contract.
+        unsafe { Self::create_told(hdr, state, out, |_, _| ()) }
+    }
+
+    /// [`Obj::create_into`] for objects whose events name them by their C handle:
+    /// `tell` gives the new state its handle before C has it.
+    ///
+    /// # Safety
+    /// `out` is non-NULL and writable.
+    pub unsafe fn create_told<O>(
+        hdr: T::Hdr,
+        state: T,
+        out: *mut *mut O,
+        tell: impl FnOnce(&T, *mut sys::fid),
+    ) -> c_int {
+        let p = Self::create(hdr, state);
+        // SAFETY: just created, live.
+        if let Some(s) = unsafe { Self::state(p) } {
+            tell(s, p.cast());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { *out = p.cast() };
+        0
     }
 
     /// The state behind `fid`, `None` if `fid` is NULL or closed.
     ///
     /// # Safety
-    /// `fid` is NULL or was returned by [`Obj::create`] for this `H` and `T` (which the
+    /// `fid` is NULL or was returned by [`Obj::create`] for this `T` (which the
     /// ops tables guarantee: only this type's tables point at the functions calling
     /// this), and is not being closed concurrently (libfabric forbids that).
     #[inline]
     pub unsafe fn state<'a, F>(fid: *mut F) -> Option<&'a T> {
-        let o = fid.cast::<Obj<H, T>>();
+        let o = fid.cast::<Obj<T>>();
         if o.is_null() {
             return None;
         }
@@ -86,13 +183,13 @@ impl<H: 'static, T: 'static> Obj<H, T> {
         unsafe { (*(*o).state.get()).as_ref() }
     }
 
-    /// The object behind any `fid` from C, if it is one of ours, live, of class `class`
-    /// and type `Obj<H, T>`: how a handle passed as an argument (a CQ to bind) is checked.
-    pub fn lookup<'a>(fid: *mut sys::fid, class: u32) -> Option<&'a T> {
+    /// The object behind any `fid` from C, if it is one of ours, live, of `T`'s class
+    /// and type `Obj<T>`: how a handle passed as an argument (a CQ to bind) is checked.
+    pub fn lookup<'a>(fid: *mut sys::fid) -> Option<&'a T> {
         let known = live().get(&(fid as usize)).copied();
         match known {
-            Some((c, t)) if c == class && t == TypeId::of::<Obj<H, T>>() => {
-                // SAFETY: the live table says `fid` is an `Obj<H, T>` from `create`,
+            Some((c, t)) if c == T::CLASS && t == TypeId::of::<Obj<T>>() => {
+                // SAFETY: the live table says `fid` is an `Obj<T>` from `create`,
                 // not closed.
                 unsafe { Self::state(fid) }
             }
@@ -100,16 +197,12 @@ impl<H: 'static, T: 'static> Obj<H, T> {
         }
     }
 
-    /// `fi_close`: `busy` says whether other objects still depend on this one
-    /// (`-FI_EBUSY`); otherwise the state is dropped after `release` saw it.
+    /// `fi_close`: `-FI_EBUSY` while other objects depend on this one
+    /// ([`Object::busy`]); otherwise the state is dropped after [`Object::release`].
     ///
     /// # Safety
     /// As [`Obj::state`].
-    pub unsafe fn close(
-        fid: *mut sys::fid,
-        busy: impl FnOnce(&T) -> bool,
-        release: impl FnOnce(&T),
-    ) -> c_int {
+    pub unsafe fn close(fid: *mut sys::fid) -> c_int {
         let mut l = live();
         if fid.is_null() || !l.contains_key(&(fid as usize)) {
             return neg(Error::Inval);
@@ -119,13 +212,13 @@ impl<H: 'static, T: 'static> Obj<H, T> {
         let Some(st) = (unsafe { Self::state(fid) }) else {
             return neg(Error::Inval);
         };
-        if busy(st) {
+        if st.busy() {
             return neg(Error::Busy);
         }
-        release(st);
+        st.release();
         l.remove(&(fid as usize));
         drop(l);
-        let o = fid.cast::<Obj<H, T>>();
+        let o = fid.cast::<Obj<T>>();
         // SAFETY: no reference into the state outlives this call on the close path, and
         // libfabric forbids using an object concurrently with its close.
         drop(unsafe { (*(*o).state.get()).take() });
@@ -171,6 +264,13 @@ impl Refs {
 pub(crate) struct Holds(Mutex<Vec<*const Refs>>);
 
 impl Holds {
+    /// Holds on `r` alone: what most objects take on the one they are opened on.
+    pub(crate) fn on(r: &Refs) -> Self {
+        let h = Holds::default();
+        h.add(r);
+        h
+    }
+
     pub(crate) fn add(&self, r: &Refs) {
         r.0.fetch_add(1, Ordering::AcqRel);
         self.0

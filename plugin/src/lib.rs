@@ -39,9 +39,7 @@ use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr;
 
 use fabric::attr::{AvKind, EpType, ProgressMode, ThreadingLevel};
-use fabric::av_type::{Map, Table};
-use fabric::config::{Auto, Config, Manual, Stack, ThreadDomain, ThreadSafe};
-use fabric::cq_format::CqTagged;
+use fabric::config::Config;
 use fabric::dynamic::Choice;
 use fabric::flags::Caps;
 use fabric::info::{self, Hints, Info};
@@ -57,8 +55,7 @@ mod nosys;
 mod objects;
 pub mod sys;
 
-use fid::Refs;
-use fid::{neg, Obj};
+use fid::{neg, ptr_of, Obj, Object, Refs};
 
 /// The stacks the plugin runs on: every one stores tagged completions, which each C
 /// CQ format is built from.
@@ -304,18 +301,16 @@ pub struct FabricState<E: Exposed> {
     pub(crate) eqs: Fabric<eq::EqStack<E>>,
 }
 
-pub(crate) type FabricObj<E> = Obj<sys::fid_fabric, FabricState<E>>;
+pub(crate) type FabricObj<E> = Obj<FabricState<E>>;
 
-const fn fabric_fi_ops<E: Exposed>() -> sys::fi_ops {
-    sys::fi_ops {
-        size: core::mem::size_of::<sys::fi_ops>(),
-        close: Some(fabric_close::<E>),
-        bind: Some(fid::no_bind),
-        control: Some(fid::no_control),
-        ops_open: Some(fid::no_ops_open),
-        tostr: None,
-        ops_set: None,
+impl<E: Exposed> Object for FabricState<E> {
+    type Hdr = sys::fid_fabric;
+    const CLASS: u32 = sys::FI_CLASS_FABRIC;
+    fn busy(&self) -> bool {
+        self.refs.busy()
     }
+    /// A fabric is opened on nothing.
+    fn release(&self) {}
 }
 
 const fn fabric_ops<E: Exposed>() -> sys::fi_ops_fabric {
@@ -352,12 +347,8 @@ unsafe extern "C" fn fabric<E: Exposed>(
         }
     }
     let hdr = sys::fid_fabric {
-        fid: sys::fid {
-            fclass: sys::FI_CLASS_FABRIC as usize,
-            context,
-            ops: const { &fabric_fi_ops::<E>() } as *const _ as *mut _,
-        },
-        ops: const { &fabric_ops::<E>() } as *const _ as *mut _,
+        fid: fid::head::<FabricState<E>>(context),
+        ops: ptr_of(const { &fabric_ops::<E>() }),
         api_version: FI_VERSION,
     };
     let eqs = match Fabric::<eq::EqStack<E>>::open(&Info::default()) {
@@ -368,25 +359,37 @@ unsafe extern "C" fn fabric<E: Exposed>(
         refs: Refs::default(),
         eqs,
     };
-    // SAFETY: `out` is writable by fi_fabric's contract.
-    unsafe { *out = FabricObj::<E>::create(hdr, st, sys::FI_CLASS_FABRIC).cast() };
-    0
+    // SAFETY: `out` is non-NULL and writable by fi_fabric's contract.
+    unsafe { FabricObj::<E>::create_into(hdr, st, out) }
 }
 
-unsafe extern "C" fn fabric_close<E: Exposed>(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through the fabric's ops table.
-    unsafe { FabricObj::<E>::close(f, |s| s.refs.busy(), |_| ()) }
+/// Which of a provider's 8 stacks: thread-safe (else `FI_THREAD_DOMAIN`), auto progress
+/// (else manual), map AV (else table).
+pub(crate) type StackKey = (bool, bool, bool);
+
+/// The key of the stack `choice` names.
+fn stack_key(c: &Choice) -> StackKey {
+    (
+        c.threading == ThreadingLevel::Safe,
+        c.progress == ProgressMode::Auto,
+        c.av_type == AvKind::Map,
+    )
 }
 
-/// Opens the domain on the stack of provider `$p` that `choice` names.
+/// Every [`StackKey`].
+pub(crate) fn stack_keys() -> impl Iterator<Item = StackKey> {
+    (0..8u8).map(|i| (i & 4 != 0, i & 2 != 0, i & 1 != 0))
+}
+
+/// Evaluates `$f::<S>($args)` with `S` the stack of provider `$p` that `$key` (a
+/// [`StackKey`]) names: the one place the stacks are listed.
 macro_rules! on_stack {
-    ($p:ty, $choice:expr, $f:ident ( $($arg:expr),* )) => {{
-        let c: Choice = $choice;
-        match (
-            c.threading == ThreadingLevel::Safe,
-            c.progress == ProgressMode::Auto,
-            c.av_type == AvKind::Map,
-        ) {
+    ($p:ty, $key:expr, $f:ident ( $($arg:expr),* )) => {{
+        use fabric::av_type::{Map, Table};
+        use fabric::config::{Auto, Manual, Stack, ThreadDomain, ThreadSafe};
+        use fabric::cq_format::CqTagged;
+        let key: $crate::StackKey = $key;
+        match key {
             (false, false, false) => $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Table>>($($arg),*),
             (false, false, true) => $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Map>>($($arg),*),
             (false, true, false) => $f::<Stack<$p, ThreadDomain, Auto, CqTagged, Table>>($($arg),*),
@@ -398,6 +401,32 @@ macro_rules! on_stack {
         }
     }};
 }
+pub(crate) use on_stack;
+
+/// The checks `fi_domain` and `fi_passive_ep` make of their arguments: the fabric
+/// behind `f`, and `info` in the core's form; `Err` is the C error.
+///
+/// # Safety
+/// `f` is NULL or a fabric of provider `E` (its ops table's call); `info` is NULL or
+/// a valid `fi_info`.
+pub(crate) unsafe fn open_on_fabric<'a, E: Exposed, O>(
+    f: *mut sys::fid_fabric,
+    info: *const sys::fi_info,
+    out: *mut *mut O,
+) -> Result<(&'a FabricState<E>, Info), c_int> {
+    // SAFETY: the caller's contract.
+    let Some(fab) = (unsafe { FabricObj::<E>::state(f) }) else {
+        return Err(neg(Error::Inval));
+    };
+    if info.is_null() || out.is_null() {
+        return Err(neg(Error::Inval));
+    }
+    // SAFETY: as above.
+    match unsafe { info_from_app::<E>(info) } {
+        Ok(i) => Ok((fab, i)),
+        Err(e) => Err(neg(e)),
+    }
+}
 
 unsafe extern "C" fn domain_open<E: Exposed>(
     f: *mut sys::fid_fabric,
@@ -405,17 +434,10 @@ unsafe extern "C" fn domain_open<E: Exposed>(
     out: *mut *mut sys::fid_domain,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: called through the fabric's ops table.
-    let Some(fab) = (unsafe { FabricObj::<E>::state(f) }) else {
-        return neg(Error::Inval);
-    };
-    if info.is_null() || out.is_null() {
-        return neg(Error::Inval);
-    }
-    // SAFETY: a valid fi_info by fi_domain's contract.
-    let info = match unsafe { info_from_app::<E>(info) } {
-        Ok(i) => i,
-        Err(e) => return neg(e),
+    // SAFETY: called through the fabric's ops table, with fi_domain's arguments.
+    let (fab, info) = match unsafe { open_on_fabric::<E, _>(f, info, out) } {
+        Ok(a) => a,
+        Err(e) => return e,
     };
     // The info must be one we could have returned: the stack is chosen from it.
     let hints = Hints {
@@ -442,7 +464,13 @@ unsafe extern "C" fn domain_open<E: Exposed>(
     }
     // SAFETY: `fab.refs` belongs to the live fabric, which stays open (busy) while the
     // domain holds it.
-    let r = unsafe { on_stack!(E, choice, open_domain_on(chosen, &fab.refs, context)) };
+    let r = unsafe {
+        on_stack!(
+            E,
+            stack_key(&choice),
+            open_domain_on(chosen, &fab.refs, context)
+        )
+    };
     match r {
         Ok(d) => {
             // SAFETY: `out` is writable by fi_domain's contract.

@@ -9,9 +9,10 @@
 use core::ffi::{c_int, c_void};
 
 use fabric::attr::PollAttr;
-use fabric::{Context, Error, PollSet};
+use fabric::{Context, Counter, Cq, Error, PollSet};
 
-use crate::fid::{neg, no_bind, no_control, no_ops_open, Holds, Obj, Refs};
+use crate::fid::{self, neg, ptr_of, Holds, Obj, Object, Refs};
+use crate::objects::{completion_of, Completion};
 use crate::{objects, sys, St};
 
 /// A poll set.
@@ -26,17 +27,16 @@ pub struct PollState<S: St> {
     members: Holds,
 }
 
-type PollObj<S> = Obj<sys::fid_poll, PollState<S>>;
+type PollObj<S> = Obj<PollState<S>>;
 
-const fn poll_fi_ops<S: St>() -> sys::fi_ops {
-    sys::fi_ops {
-        size: core::mem::size_of::<sys::fi_ops>(),
-        close: Some(poll_close::<S>),
-        bind: Some(no_bind),
-        control: Some(no_control),
-        ops_open: Some(no_ops_open),
-        tostr: None,
-        ops_set: None,
+impl<S: St> Object for PollState<S> {
+    type Hdr = sys::fid_poll;
+    const CLASS: u32 = sys::FI_CLASS_POLL;
+    fn busy(&self) -> bool {
+        self.members.len() != 0
+    }
+    fn release(&self) {
+        self.holds.release()
     }
 }
 
@@ -77,27 +77,16 @@ pub(crate) unsafe extern "C" fn poll_open<S: St>(
     let st = PollState {
         set,
         domain: refs,
-        holds: Holds::default(),
+        holds: Holds::on(refs),
         members: Holds::default(),
     };
-    st.holds.add(refs);
     let hdr = sys::fid_poll {
-        fid: sys::fid {
-            fclass: sys::FI_CLASS_POLL as usize,
-            // fi_poll_open takes no context.
-            context: core::ptr::null_mut(),
-            ops: const { &poll_fi_ops::<S>() } as *const _ as *mut _,
-        },
-        ops: const { &poll_ops::<S>() } as *const _ as *mut _,
+        // fi_poll_open takes no context.
+        fid: fid::head::<PollState<S>>(core::ptr::null_mut()),
+        ops: ptr_of(const { &poll_ops::<S>() }),
     };
     // SAFETY: `out` is non-NULL and writable by fi_poll_open's contract.
-    unsafe { *out = PollObj::<S>::create(hdr, st, sys::FI_CLASS_POLL).cast() };
-    0
-}
-
-unsafe extern "C" fn poll_close<S: St>(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through the poll set's ops table.
-    unsafe { PollObj::<S>::close(f, |s| s.members.len() != 0, |s| s.holds.release()) }
+    unsafe { PollObj::<S>::create_into(hdr, st, out) }
 }
 
 /// The name of a member in the core set.
@@ -105,41 +94,42 @@ fn name(fid: *mut sys::fid) -> Context {
     Context(fid as usize)
 }
 
-/// What a CQ or counter handle of this stack is: its count of dependents, whether it
-/// belongs to domain `domain`, and how to add it to a core set.
-enum Member<'a, S: St> {
-    Cq(&'a objects::CqState<S>),
-    Cntr(&'a objects::CntrState<S>),
+/// Runs `$f::<Q>($args)` with `Q` the CQ or counter of stack `S` that class `$class`
+/// names, or gives `-FI_EINVAL` for any other class.
+macro_rules! on_member {
+    ($class:expr, $f:ident ( $($arg:expr),* )) => {
+        match $class {
+            sys::FI_CLASS_CQ => $f::<Cq<S>>($($arg),*),
+            sys::FI_CLASS_CNTR => $f::<Counter<S>>($($arg),*),
+            _ => neg(Error::Inval),
+        }
+    };
 }
 
-impl<'a, S: St> Member<'a, S> {
-    /// The CQ or counter of stack `S` behind `fid`.
-    ///
-    /// # Safety
-    /// `fid` is non-NULL and points to a `struct fid`.
-    unsafe fn of(fid: *mut sys::fid) -> Option<Self> {
-        // SAFETY: the caller's contract: every fid starts with its class (the lookups
-        // then check it is really one of ours, of this stack).
-        match unsafe { (*fid).fclass } as u32 {
-            sys::FI_CLASS_CQ => objects::cq_of::<S>(fid).map(Member::Cq),
-            sys::FI_CLASS_CNTR => objects::cntr_of::<S>(fid).map(Member::Cntr),
-            _ => None,
-        }
+/// The checks `fi_poll_add` and `fi_poll_del` make of their arguments: the poll set
+/// and the class of the handle.
+///
+/// # Safety
+/// `ps` is NULL or a poll set of stack `S` (its ops table's call); `fid` is NULL or
+/// points to a `struct fid`.
+unsafe fn args<'a, S: St>(
+    ps: *mut sys::fid_poll,
+    fid: *mut sys::fid,
+    flags: u64,
+) -> Result<(&'a PollState<S>, u32), c_int> {
+    // SAFETY: the caller's contract.
+    let Some(p) = (unsafe { PollObj::<S>::state(ps) }) else {
+        return Err(neg(Error::Inval));
+    };
+    if fid.is_null() {
+        return Err(neg(Error::Inval));
     }
-
-    fn refs(&self) -> &'a Refs {
-        match self {
-            Member::Cq(c) => &c.refs,
-            Member::Cntr(c) => &c.refs,
-        }
+    if flags != 0 {
+        return Err(neg(Error::BadFlags));
     }
-
-    fn on_domain(&self, domain: *const Refs) -> bool {
-        match self {
-            Member::Cq(c) => c.holds.contains(domain),
-            Member::Cntr(c) => c.holds.contains(domain),
-        }
-    }
+    // SAFETY: non-NULL, and every fid starts with its class (the lookups then check it
+    // is really one of ours, of this stack).
+    Ok((p, unsafe { (*fid).fclass } as u32))
 }
 
 unsafe extern "C" fn poll_add<S: St>(
@@ -147,30 +137,26 @@ unsafe extern "C" fn poll_add<S: St>(
     fid: *mut sys::fid,
     flags: u64,
 ) -> c_int {
-    // SAFETY: called through the poll set's ops table.
-    let Some(p) = (unsafe { PollObj::<S>::state(ps) }) else {
+    // SAFETY: called through the poll set's ops table, with a handle from the
+    // application.
+    match unsafe { args::<S>(ps, fid, flags) } {
+        Ok((p, class)) => on_member!(class, add(p, fid)),
+        Err(e) => e,
+    }
+}
+
+/// `fi_poll_add` of the CQ or counter `Q` behind `fid`, which must be of `p`'s domain.
+fn add<Q: Completion>(p: &PollState<Q::Stack>, fid: *mut sys::fid) -> c_int {
+    let Some(m) = completion_of::<Q>(fid) else {
         return neg(Error::Inval);
     };
-    if fid.is_null() {
+    if !m.holds.contains(p.domain) {
         return neg(Error::Inval);
     }
-    if flags != 0 {
-        return neg(Error::BadFlags);
-    }
-    // SAFETY: a non-NULL handle from the application.
-    let Some(m) = (unsafe { Member::<S>::of(fid) }) else {
-        return neg(Error::Inval);
-    };
-    if !m.on_domain(p.domain) {
-        return neg(Error::Inval);
-    }
-    if !p.members.add_once(m.refs()) {
+    if !p.members.add_once(&m.refs) {
         return neg(Error::Already);
     }
-    match m {
-        Member::Cq(c) => p.set.add_cq(&c.cq, name(fid)),
-        Member::Cntr(c) => p.set.add_cntr(&c.cntr, name(fid)),
-    }
+    m.core.poll_add(&p.set, name(fid));
     0
 }
 
@@ -179,23 +165,22 @@ unsafe extern "C" fn poll_del<S: St>(
     fid: *mut sys::fid,
     flags: u64,
 ) -> c_int {
-    // SAFETY: called through the poll set's ops table.
-    let Some(p) = (unsafe { PollObj::<S>::state(ps) }) else {
-        return neg(Error::Inval);
-    };
-    if fid.is_null() {
-        return neg(Error::Inval);
+    // SAFETY: called through the poll set's ops table, with a handle from the
+    // application.
+    match unsafe { args::<S>(ps, fid, flags) } {
+        Ok((p, class)) => on_member!(class, del(p, fid)),
+        Err(e) => e,
     }
-    if flags != 0 {
-        return neg(Error::BadFlags);
-    }
-    // SAFETY: a non-NULL handle from the application.
-    let Some(m) = (unsafe { Member::<S>::of(fid) }) else {
+}
+
+/// `fi_poll_del` of the CQ or counter `Q` behind `fid`.
+fn del<Q: Completion>(p: &PollState<Q::Stack>, fid: *mut sys::fid) -> c_int {
+    let Some(m) = completion_of::<Q>(fid) else {
         return neg(Error::Inval);
     };
     match p.set.del(name(fid)) {
         Ok(()) => {
-            p.members.remove(m.refs());
+            p.members.remove(&m.refs);
             0
         }
         Err(e) => neg(e),

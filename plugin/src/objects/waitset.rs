@@ -18,15 +18,14 @@ use core::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fabric::attr::{CntrAttr, CqAttr, WaitObj};
-use fabric::av_type::{Map, Table};
-use fabric::config::{Auto, Config, Manual, Stack, ThreadDomain, ThreadSafe};
-use fabric::cq_format::CqTagged;
+use fabric::attr::WaitObj;
+use fabric::config::Config;
 use fabric::waitobj::Waiter;
 use fabric::{Counter, Cq, Domain, Error, WaitSet, Waitable};
 
-use crate::fid::{neg, no_bind, no_ops_open, Holds, Obj, Refs};
-use crate::{objects, sys, Exposed, FabricObj, St};
+use crate::fid::{self, neg, ptr_of, ControlFn, Holds, Obj, Object, Refs};
+use crate::objects::{completion_of, Completion};
+use crate::{on_stack, stack_keys, sys, Exposed, FabricObj, St};
 
 /// How long `fi_wait` sleeps before looking again: under manual progress nothing
 /// completes (and nothing signals the set) unless someone drives progress, which the
@@ -93,27 +92,18 @@ impl Shared {
     }
 }
 
-/// A CQ or counter in a wait set.
-enum Member<S: Config> {
-    Cq(Cq<S>),
-    Cntr(Counter<S>),
-}
-
 /// A CQ's or counter's place in a wait set, held in its state: dropped when the
 /// object closes, it takes the object out of the core set, so that a closed CQ's
 /// entries no longer wake the set.
-pub(crate) struct InSet<S: Config> {
+pub(crate) struct InSet<Q: Completion> {
     shared: Arc<Shared>,
-    member: Member<S>,
+    member: Q,
 }
 
-impl<S: Config> Drop for InSet<S> {
+impl<Q: Completion> Drop for InSet<Q> {
     fn drop(&mut self) {
-        let _ = self.shared.with_set::<S, ()>(|set| {
-            match &self.member {
-                Member::Cq(c) => set.detach_cq(c),
-                Member::Cntr(c) => set.detach_cntr(c),
-            }
+        let _ = self.shared.with_set::<Q::Stack, ()>(|set| {
+            self.member.detach(set);
             Ok(())
         });
     }
@@ -130,40 +120,33 @@ pub struct WaitState {
     holds: Holds,
 }
 
-type WaitObjOf = Obj<sys::fid_wait, WaitState>;
+type WaitObjOf = Obj<WaitState>;
+
+impl Object for WaitState {
+    type Hdr = sys::fid_wait;
+    const CLASS: u32 = sys::FI_CLASS_WAIT;
+    const CONTROL: ControlFn = wait_control;
+    fn busy(&self) -> bool {
+        self.refs.busy()
+    }
+    fn release(&self) {
+        self.holds.release()
+    }
+}
 
 impl WaitState {
-    /// `fi_cq_open` with `FI_WAIT_SET` on this set.
-    pub(crate) fn cq<S: St>(
+    /// `fi_cq_open` or `fi_cntr_open` with `FI_WAIT_SET` on this set.
+    pub(crate) fn join<Q: Completion>(
         &self,
-        domain: &Domain<S>,
-        attr: &CqAttr,
-    ) -> fabric::Result<(Cq<S>, InSet<S>)> {
-        let cq = self
+        domain: &Domain<Q::Stack>,
+        attr: &Q::Attr,
+    ) -> fabric::Result<(Q, InSet<Q>)> {
+        let q = self
             .shared
-            .with_set::<S, _>(|set| domain.cq_in_set(attr, set))?;
-        let member = Member::Cq(cq.clone());
+            .with_set::<Q::Stack, _>(|set| Q::open_in(domain, attr, set))?;
+        let member = q.clone();
         Ok((
-            cq,
-            InSet {
-                shared: self.shared.clone(),
-                member,
-            },
-        ))
-    }
-
-    /// `fi_cntr_open` with `FI_WAIT_SET` on this set.
-    pub(crate) fn cntr<S: St>(
-        &self,
-        domain: &Domain<S>,
-        attr: &CntrAttr,
-    ) -> fabric::Result<(Counter<S>, InSet<S>)> {
-        let c = self
-            .shared
-            .with_set::<S, _>(|set| domain.cntr_in_set(attr, set))?;
-        let member = Member::Cntr(c.clone());
-        Ok((
-            c,
+            q,
             InSet {
                 shared: self.shared.clone(),
                 member,
@@ -194,18 +177,19 @@ impl WaitState {
 /// The wait set behind `fid` (the `wait_set` of a CQ or counter attribute), if it is
 /// one of ours and open.
 pub(crate) fn lookup<'a>(fid: *mut sys::fid_wait) -> Option<&'a WaitState> {
-    WaitObjOf::lookup(fid.cast(), sys::FI_CLASS_WAIT)
+    WaitObjOf::lookup(fid.cast())
 }
 
-const fn wait_fi_ops() -> sys::fi_ops {
-    sys::fi_ops {
-        size: core::mem::size_of::<sys::fi_ops>(),
-        close: Some(wait_close),
-        bind: Some(no_bind),
-        control: Some(wait_control),
-        ops_open: Some(no_ops_open),
-        tostr: None,
-        ops_set: None,
+/// The wait set a CQ or counter attribute names: with `FI_WAIT_SET` the one behind
+/// `wait_set` (`Err` if that is none of ours); none otherwise, as fi_cq(3) and
+/// fi_cntr(3) ignore `wait_set` then.
+pub(crate) fn named<'a>(
+    wait_obj: WaitObj,
+    wait_set: *mut sys::fid_wait,
+) -> Result<Option<&'a WaitState>, ()> {
+    match wait_obj {
+        WaitObj::Set => lookup(wait_set).map(Some).ok_or(()),
+        _ => Ok(None),
     }
 }
 
@@ -257,26 +241,15 @@ pub(crate) unsafe extern "C" fn wait_open<E: Exposed>(
         shared,
         kind,
         refs: Refs::default(),
-        holds: Holds::default(),
+        holds: Holds::on(&fab.refs),
     };
-    st.holds.add(&fab.refs);
     let hdr = sys::fid_wait {
-        fid: sys::fid {
-            fclass: sys::FI_CLASS_WAIT as usize,
-            // fi_wait_open takes no context.
-            context: core::ptr::null_mut(),
-            ops: const { &wait_fi_ops() } as *const _ as *mut _,
-        },
-        ops: &WAIT_OPS as *const _ as *mut _,
+        // fi_wait_open takes no context.
+        fid: fid::head::<WaitState>(core::ptr::null_mut()),
+        ops: ptr_of(&WAIT_OPS),
     };
     // SAFETY: `out` is non-NULL and writable by fi_wait_open's contract.
-    unsafe { *out = WaitObjOf::create(hdr, st, sys::FI_CLASS_WAIT).cast() };
-    0
-}
-
-unsafe extern "C" fn wait_close(f: *mut sys::fid) -> c_int {
-    // SAFETY: called through the wait set's ops table.
-    unsafe { WaitObjOf::close(f, |s| s.refs.busy(), |s| s.holds.release()) }
+    unsafe { WaitObjOf::create_into(hdr, st, out) }
 }
 
 unsafe extern "C" fn wait_control(f: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
@@ -339,30 +312,16 @@ unsafe extern "C" fn wait(ws: *mut sys::fid_wait, timeout: c_int) -> c_int {
     }
 }
 
-/// Evaluates `$f::<S>($args)` for each stack `S` of provider `$p` until one gives
-/// `Some`: how a fabric-level call finds the stack of a CQ or counter handle.
-macro_rules! on_any_stack {
-    ($p:ty, $f:ident, $($arg:expr),*) => {{
-        None
-            .or_else(|| $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Table>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadDomain, Manual, CqTagged, Map>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadDomain, Auto, CqTagged, Table>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadDomain, Auto, CqTagged, Map>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadSafe, Manual, CqTagged, Table>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadSafe, Manual, CqTagged, Map>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadSafe, Auto, CqTagged, Table>>($($arg),*))
-            .or_else(|| $f::<Stack<$p, ThreadSafe, Auto, CqTagged, Map>>($($arg),*))
-    }};
-}
-
-/// `fi_trywait` on one CQ of stack `S`, if `fid` is one.
-fn cq_trywait<S: St>(fid: *mut sys::fid) -> Option<fabric::Result<()>> {
-    objects::cq_of::<S>(fid).map(|c| c.cq.trywait())
-}
-
-/// `fi_trywait` on one counter of stack `S`, if `fid` is one.
-fn cntr_trywait<S: St>(fid: *mut sys::fid) -> Option<fabric::Result<()>> {
-    objects::cntr_of::<S>(fid).map(|c| Waitable::trywait(&c.cntr))
+/// `fi_trywait` on one CQ or counter (by `class`) of stack `S`, if `fid` is one.
+fn completion_trywait<S: St>(fid: *mut sys::fid, class: u32) -> Option<fabric::Result<()>> {
+    fn on<Q: Completion>(fid: *mut sys::fid) -> Option<fabric::Result<()>> {
+        completion_of::<Q>(fid).map(|c| c.core.trywait())
+    }
+    match class {
+        sys::FI_CLASS_CQ => on::<Cq<S>>(fid),
+        sys::FI_CLASS_CNTR => on::<Counter<S>>(fid),
+        _ => None,
+    }
 }
 
 /// `fi_trywait` on one handle: 0, `-FI_EAGAIN`, or `-FI_EINVAL` for anything that is
@@ -380,8 +339,10 @@ unsafe fn trywait_one<E: Exposed>(fid: *mut sys::fid) -> c_int {
     let r = match class {
         sys::FI_CLASS_WAIT => return lookup(fid.cast()).map_or(neg(Error::Inval), |w| w.trywait()),
         sys::FI_CLASS_EQ => crate::eq::lookup::<crate::eq::EqStack<E>>(fid).map(Waitable::trywait),
-        sys::FI_CLASS_CQ => on_any_stack!(E, cq_trywait, fid),
-        sys::FI_CLASS_CNTR => on_any_stack!(E, cntr_trywait, fid),
+        // The stack of a CQ or counter is the one whose lookup finds it.
+        sys::FI_CLASS_CQ | sys::FI_CLASS_CNTR => {
+            stack_keys().find_map(|k| on_stack!(E, k, completion_trywait(fid, class)))
+        }
         _ => None,
     };
     match r {
