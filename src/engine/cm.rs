@@ -234,6 +234,7 @@ impl<S: Config> EpInner<S> {
         })?;
         // Gracefully: what completed before the shutdown reaches the peer.
         self.linger();
+        self.release_held(Error::Canceled);
         let res = CmOf::<S>::disconnect(&self.transport);
         self.drop_peer(Error::Canceled);
         res

@@ -95,8 +95,18 @@ impl<T: Transport + ?Sized> DirectAccess<T> for Absent {
 /// Packets the sender holds back: responses refused by a full peer queue, which must
 /// never be dropped, retried by progress.
 pub trait HeldBack<T: Transport + ?Sized> {
+    /// Whether what the sender holds back may include bytes of sends it accepted
+    /// (rather than only responses): with `false` the engine compiles out the
+    /// holding of send completions described at [`pending`](Self::pending).
+    const HOLDS_SENDS: bool = true;
+
     /// Whether the sender holds packets it could not hand over yet. Checked on every
     /// progress call, so it should be one load.
+    ///
+    /// While it does, the engine holds back the completions of the sends that
+    /// complete when sent (their bytes may be among what is held) and reports them
+    /// once nothing is held any more: a completed send needs no further progress
+    /// call to reach the peer.
     fn pending(t: &T) -> bool;
 
     /// Retries the held-back packets of `tx`, oldest first. Called by progress while
@@ -105,6 +115,8 @@ pub trait HeldBack<T: Transport + ?Sized> {
 }
 
 impl<T: Transport + ?Sized> HeldBack<T> for Absent {
+    const HOLDS_SENDS: bool = false;
+
     #[inline(always)]
     fn pending(_: &T) -> bool {
         false

@@ -381,6 +381,9 @@ impl<L: Half, R: Half> HeldBack<HybridEp<L, R>> for HybridEp<L, R>
 where
     TransportOf<R>: Transport<Pull = NoPull>,
 {
+    const HOLDS_SENDS: bool = <HeldBackOf<L> as HeldBack<TransportOf<L>>>::HOLDS_SENDS
+        || <HeldBackOf<R> as HeldBack<TransportOf<R>>>::HOLDS_SENDS;
+
     #[inline]
     fn pending(t: &Self) -> bool {
         <HeldBackOf<L> as HeldBack<TransportOf<L>>>::pending(&t.local)

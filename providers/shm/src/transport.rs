@@ -1408,6 +1408,9 @@ impl Transport for ShmEp {
 /// Responses refused by a full peer queue wait in the sender (`flush_spills`); the
 /// same flag asks the sender to let go of departed peers' channels.
 impl HeldBack<ShmEp> for ShmEp {
+    // Only responses are held: a send is in the ring or refused.
+    const HOLDS_SENDS: bool = false;
+
     #[inline]
     fn pending(t: &ShmEp) -> bool {
         t.shared.backlog.load(Ordering::Relaxed) != 0

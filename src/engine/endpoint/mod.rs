@@ -9,6 +9,7 @@ mod state;
 mod target;
 mod tx;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,7 @@ type SenderOf<S> = <TransportOf<S> as Transport>::Sender;
 type ReceiverOf<S> = <TransportOf<S> as Transport>::Receiver;
 /// The transport's direct access ([`Absent`](crate::provider::Absent) without).
 pub(crate) type DirectOf<S> = <TransportOf<S> as Transport>::Direct;
-type HeldBackOf<S> = <TransportOf<S> as Transport>::HeldBack;
+pub(crate) type HeldBackOf<S> = <TransportOf<S> as Transport>::HeldBack;
 
 /// How long closing an endpoint (or shutting its connection down) waits for a peer to
 /// take what the sender still holds: a peer that reads nothing for this long loses it.
@@ -92,6 +93,9 @@ pub(crate) struct EpInner<S: Config> {
     pub(crate) conn: Option<Conn<S>>,
     /// Payloads the transport is receiving straight into their destination.
     claims: LockOf<S, claim::Claims>,
+    /// Sends whose completions wait for the transport to hold nothing back, over all
+    /// transmit contexts (`TxState::sent`).
+    held_sent: AtomicUsize,
 }
 
 impl<S: Config> EpInner<S> {
@@ -162,6 +166,7 @@ impl<S: Config> EpInner<S> {
             info: info.clone(),
             eq: LockOf::<S, _>::new(None),
             claims: LockOf::<S, _>::new(claim::Claims::default()),
+            held_sent: AtomicUsize::new(0),
         }))
     }
 
@@ -172,6 +177,9 @@ impl<S: Config> EpInner<S> {
         if HeldBackOf::<S>::pending(&self.transport) {
             self.sender
                 .with(|tx| HeldBackOf::<S>::flush(&self.transport, tx));
+        }
+        if HeldBackOf::<S>::HOLDS_SENDS && self.held_sent.load(Ordering::Acquire) != 0 {
+            self.release_sent(None);
         }
         self.receiver
             .with(|rx| self.transport.poll_into(rx, Dispatch { ep: self, rd }))
@@ -344,6 +352,7 @@ impl<S: Config> EpInner<S> {
     /// What the sender still holds goes out first ([`linger`](Self::linger)).
     pub(crate) fn close(self: &Arc<Self>) {
         self.linger();
+        self.release_held(Error::Canceled);
         self.transport.shutdown();
         self.flush(Error::Canceled, true);
     }
@@ -360,6 +369,15 @@ impl<S: Config> EpInner<S> {
                 // The peer reads at its own pace; its reading frees the socket.
                 std::thread::sleep(LINGER_POLL);
             }
+        }
+    }
+
+    /// Reports the held sends (`release_sent`) now: as sent if the transport holds
+    /// nothing back any more, else failed with `err`.
+    pub(crate) fn release_held(&self, err: Error) {
+        if HeldBackOf::<S>::HOLDS_SENDS && self.held_sent.load(Ordering::Acquire) != 0 {
+            let dropped = HeldBackOf::<S>::pending(&self.transport);
+            self.release_sent(dropped.then_some(err));
         }
     }
 

@@ -210,8 +210,22 @@ pub(crate) struct TxState<S: Config> {
     pub(crate) pending: PendingTable,
     /// Operations held back by an `FI_FENCE` (and everything posted after it).
     pub(crate) fenced: std::collections::VecDeque<OwnedTx>,
+    /// Sends that completed when sent while the transport held bytes back
+    /// ([`HeldBack`](crate::provider::HeldBack)): reported once it holds none.
+    pub(crate) sent: std::collections::VecDeque<Sent>,
     pub(crate) inject_size: usize,
     pub(crate) max_msg_size: usize,
+}
+
+/// The completion of a send held back while its bytes may still be held
+/// ([`TxState::sent`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    pub(crate) ck: CntrKind,
+    pub(crate) want: bool,
+    pub(crate) ctx: Context,
+    pub(crate) flags: CqFlags,
+    pub(crate) len: usize,
 }
 
 /// A posted receive.
@@ -352,6 +366,7 @@ impl<S: Config> TxCtx<S> {
                 av: None,
                 pending: PendingTable::new(size),
                 fenced: Default::default(),
+                sent: Default::default(),
                 inject_size,
                 max_msg_size,
             }),

@@ -1,6 +1,8 @@
 //! The transmit data path: checks, completions, and responses to pending operations.
 #![allow(unsafe_code)] // only through `mem`, whose contracts each use states
 
+use std::sync::atomic::Ordering;
+
 use crate::atomic::{AtomicClass, AtomicOp, Datatype};
 use crate::config::Config;
 use crate::cq_format::Completion;
@@ -15,13 +17,13 @@ use crate::provider::wire::{
     Eager, Header, Op, Response, HDR_ACK, HDR_COMPARE, HDR_FETCH, HDR_REMOTE_CQ_DATA,
 };
 use crate::provider::{
-    Direct, DirectAccess, DirectOp, DirectReq, Payload, Pull, SharedBytes, Transport,
+    Direct, DirectAccess, DirectOp, DirectReq, HeldBack, Payload, Pull, SharedBytes, Transport,
 };
 use crate::types::{Context, FiAddr};
 
 use super::owned::{completion_kind, CntrKind, OwnedTx, RmaIov, TxReq};
-use super::state::{Pending, TxState};
-use super::{DirectOf, EpInner, TransportOf};
+use super::state::{Pending, Sent, TxState};
+use super::{DirectOf, EpInner, HeldBackOf, TransportOf};
 
 impl<S: Config> EpInner<S> {
     /// Posts a transmit operation on transmit context `txi`.
@@ -204,7 +206,7 @@ impl<S: Config> EpInner<S> {
                 );
                 Some(match sent {
                     Ok(()) => {
-                        st.succeed(CntrKind::Send, want, ctx, cflags, len);
+                        self.sent(st, CntrKind::Send, want, ctx, cflags, len);
                         Ok(())
                     }
                     Err(e) => Err(e),
@@ -647,9 +649,67 @@ impl<S: Config> EpInner<S> {
             return Err(e);
         }
         if !needs_resp {
-            st.succeed(ck, want, r.ctx, cflags, len);
+            self.sent(st, ck, want, r.ctx, cflags, len);
         }
         Ok(())
+    }
+
+    /// Reports a send that completes when sent: at once, unless the transport now
+    /// holds bytes back (`HeldBack`), which may be this send's; then once it holds
+    /// none (`release_sent`), after the sends held before it.
+    #[inline(always)]
+    fn sent(
+        &self,
+        st: &mut TxState<S>,
+        ck: CntrKind,
+        want: bool,
+        ctx: Context,
+        flags: CqFlags,
+        len: usize,
+    ) {
+        if HeldBackOf::<S>::HOLDS_SENDS
+            && (HeldBackOf::<S>::pending(&self.transport) || !st.sent.is_empty())
+        {
+            self.hold_sent(
+                st,
+                Sent {
+                    ck,
+                    want,
+                    ctx,
+                    flags,
+                    len,
+                },
+            );
+        } else {
+            st.succeed(ck, want, ctx, flags, len);
+        }
+    }
+
+    #[cold]
+    fn hold_sent(&self, st: &mut TxState<S>, s: Sent) {
+        st.sent.push_back(s);
+        self.held_sent.fetch_add(1, Ordering::Release);
+    }
+
+    /// Reports the held sends of every transmit context once the transport holds
+    /// nothing back; with `force`, whatever it holds (`Err`: the held bytes were
+    /// dropped, so the sends fail with it).
+    #[cold]
+    pub(crate) fn release_sent(&self, force: Option<Error>) {
+        if force.is_none() && HeldBackOf::<S>::pending(&self.transport) {
+            return;
+        }
+        for t in &self.tx {
+            t.state.with(|st| {
+                while let Some(s) = st.sent.pop_front() {
+                    self.held_sent.fetch_sub(1, Ordering::Release);
+                    match force {
+                        Some(e) => st.fail(s.ck, s.ctx, s.flags, e, 0),
+                        None => st.succeed(s.ck, s.want, s.ctx, s.flags, s.len),
+                    }
+                }
+            });
+        }
     }
 
     /// [`Self::transmit`] of a message that completes when sent (no delivery-complete
@@ -675,7 +735,7 @@ impl<S: Config> EpInner<S> {
             })?,
         }
         let (flags, ck) = completion_kind(r);
-        st.succeed(ck, want, r.ctx, flags, len);
+        self.sent(st, ck, want, r.ctx, flags, len);
         Ok(())
     }
 
