@@ -32,7 +32,9 @@
 //! Flow control: a request goes out only when the connection has nothing queued; what
 //! the kernel does not take at once is queued (so the caller's buffer is free when
 //! `send` returns) and later requests get `FI_EAGAIN` until the queue is written out
-//! by progress ([`HeldBack`]). Responses are queued behind it and never refused. A
+//! by progress ([`HeldBack`]). While anything is queued the engine holds the
+//! completions of sends back, so a send is reported complete only once its bytes
+//! are with the kernel, and needs no later progress call to reach the peer. Responses are queued behind it and never refused. A
 //! frame of more than [`LARGE_TX`] bytes is written by `send` itself from the
 //! caller's buffers, waiting for the socket within a bound, and only what is left
 //! then is queued (`large`). On
