@@ -109,6 +109,14 @@ pub trait HeldBack<T: Transport + ?Sized> {
     /// call to reach the peer.
     fn pending(t: &T) -> bool;
 
+    /// Whether what the sender holds may include bytes of sends (see
+    /// [`HOLDS_SENDS`](Self::HOLDS_SENDS)); checked after each such send. A
+    /// composition answers for the halves that can hold sends only.
+    #[inline]
+    fn holds_sends(t: &T) -> bool {
+        Self::pending(t)
+    }
+
     /// Retries the held-back packets of `tx`, oldest first. Called by progress while
     /// [`pending`](Self::pending) is true.
     fn flush(t: &T, tx: &mut T::Sender);

@@ -390,6 +390,14 @@ where
             || <HeldBackOf<R> as HeldBack<TransportOf<R>>>::pending(&t.remote)
     }
 
+    #[inline]
+    fn holds_sends(t: &Self) -> bool {
+        (<HeldBackOf<L> as HeldBack<TransportOf<L>>>::HOLDS_SENDS
+            && <HeldBackOf<L> as HeldBack<TransportOf<L>>>::holds_sends(&t.local))
+            || (<HeldBackOf<R> as HeldBack<TransportOf<R>>>::HOLDS_SENDS
+                && <HeldBackOf<R> as HeldBack<TransportOf<R>>>::holds_sends(&t.remote))
+    }
+
     fn flush(t: &Self, tx: &mut HybridTx<L, R>) {
         if <HeldBackOf<L> as HeldBack<TransportOf<L>>>::pending(&t.local) {
             <HeldBackOf<L> as HeldBack<TransportOf<L>>>::flush(&t.local, &mut tx.local);

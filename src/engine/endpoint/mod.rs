@@ -376,7 +376,7 @@ impl<S: Config> EpInner<S> {
     /// nothing back any more, else failed with `err`.
     pub(crate) fn release_held(&self, err: Error) {
         if HeldBackOf::<S>::HOLDS_SENDS && self.held_sent.load(Ordering::Acquire) != 0 {
-            let dropped = HeldBackOf::<S>::pending(&self.transport);
+            let dropped = HeldBackOf::<S>::holds_sends(&self.transport);
             self.release_sent(dropped.then_some(err));
         }
     }

@@ -217,6 +217,10 @@ pub(crate) struct TxState<S: Config> {
     pub(crate) max_msg_size: usize,
 }
 
+/// Held send completions (`TxState::sent`) a transmit context has room for before it
+/// grows the queue.
+const SENT_ROOM: usize = 64;
+
 /// The completion of a send held back while its bytes may still be held
 /// ([`TxState::sent`]).
 #[derive(Debug, Clone, Copy)]
@@ -366,7 +370,8 @@ impl<S: Config> TxCtx<S> {
                 av: None,
                 pending: PendingTable::new(size),
                 fenced: Default::default(),
-                sent: Default::default(),
+                // Room for the usual few, so that holding them allocates nothing.
+                sent: std::collections::VecDeque::with_capacity(SENT_ROOM),
                 inject_size,
                 max_msg_size,
             }),

@@ -668,7 +668,7 @@ impl<S: Config> EpInner<S> {
         len: usize,
     ) {
         if HeldBackOf::<S>::HOLDS_SENDS
-            && (HeldBackOf::<S>::pending(&self.transport) || !st.sent.is_empty())
+            && (HeldBackOf::<S>::holds_sends(&self.transport) || !st.sent.is_empty())
         {
             self.hold_sent(
                 st,
@@ -696,7 +696,7 @@ impl<S: Config> EpInner<S> {
     /// dropped, so the sends fail with it).
     #[cold]
     pub(crate) fn release_sent(&self, force: Option<Error>) {
-        if force.is_none() && HeldBackOf::<S>::pending(&self.transport) {
+        if force.is_none() && HeldBackOf::<S>::holds_sends(&self.transport) {
             return;
         }
         for t in &self.tx {
