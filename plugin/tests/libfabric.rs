@@ -337,17 +337,25 @@ fn fi_pingpong_tcp_tagged_small() {
     }
 }
 
-/// `mpirun -n N` of `tests/mpi/<prog>.c` with point-to-point on Open MPI's `mtl ofi`
-/// over `prov` (verbose, to name the provider it opened), plus `extra` arguments;
-/// returns its output after asserting it succeeded.
-fn mpirun_ofi(n: u32, prov: &str, extra: &[&str], prog: &'static str) -> String {
+/// `mpirun -n N` of `tests/mpi/<prog>.c` (given `prog_args`) with point-to-point on
+/// Open MPI's `mtl ofi` over `prov` (verbose, to name the provider it opened), plus
+/// `extra` arguments; returns its output after asserting it succeeded.
+fn mpirun_ofi(
+    n: u32,
+    prov: &str,
+    extra: &[&str],
+    prog: &'static str,
+    prog_args: &[&str],
+) -> String {
     let n = n.to_string();
     let ofi = mtl_ofi(prov);
     let mut args = vec!["--allow-run-as-root", "--oversubscribe", "-n", &n];
     args.extend(ofi.iter().map(String::as_str));
     args.extend_from_slice(extra);
     let out = run(
-        with_plugin(Command::new("mpirun").args(&args)).arg(mpi_prog(prog)),
+        with_plugin(Command::new("mpirun").args(&args))
+            .arg(mpi_prog(prog))
+            .args(prog_args),
         Duration::from_secs(240),
         "mpirun",
     );
@@ -357,9 +365,10 @@ fn mpirun_ofi(n: u32, prov: &str, extra: &[&str], prog: &'static str) -> String 
 }
 
 /// Runs the MPI point-to-point program on `n` ranks of Open MPI's `mtl ofi` over
-/// `prov`, unmodified; asserts it succeeded and that `prov` carried it.
-fn mpi_over(prov: &str, n: u32) {
-    let t = mpirun_ofi(n, prov, &[], "p2p");
+/// `prov`, unmodified, its blocking sizes up to `max` bytes; asserts it succeeded and
+/// that `prov` carried it.
+fn mpi_over(prov: &str, n: u32, max: usize) {
+    let t = mpirun_ofi(n, prov, &[], "p2p", &[&max.to_string()]);
     assert!(t.contains(&format!("ok p2p {n} ranks")), "{t}");
     // Every rank's mtl ofi opened our provider.
     assert_eq!(ranks_on(&t, prov), n as usize, "{t}");
@@ -367,26 +376,36 @@ fn mpi_over(prov: &str, n: u32) {
 
 #[test]
 fn open_mpi_mtl_ofi_two_ranks() {
-    mpi_over("fab_tcp", 2);
+    mpi_over("fab_tcp", 2, 4 << 20);
 }
 
 #[test]
 fn open_mpi_mtl_ofi_four_ranks() {
-    mpi_over("fab_tcp", 4);
+    mpi_over("fab_tcp", 4, 4 << 20);
 }
 
 /// fab_hybrid under Open MPI: its names fit the `FI_NAME_MAX` bytes mtl ofi keeps them
 /// in, and ranks on one node reach each other through its shm half.
 #[test]
 fn open_mpi_mtl_ofi_four_ranks_hybrid() {
-    mpi_over("fab_hybrid", 4);
+    mpi_over("fab_hybrid", 4, 4 << 20);
+}
+
+/// A job of 64 ranks on this host (oversubscribed), each with every other rank as a
+/// live peer (`all_to_all` in `tests/mpi/p2p.c`), over fab_hybrid's shared memory and
+/// over fab_tcp's connections.
+#[test]
+fn open_mpi_mtl_ofi_64_ranks() {
+    for prov in ["fab_hybrid", "fab_tcp"] {
+        mpi_over(prov, 64, 64 << 10);
+    }
 }
 
 /// Intercommunicators made and used 200 times at 2 ranks (`tests/mpi/intercomm.c`): Open
 /// MPI inserts the peer again for each one.
 #[test]
 fn open_mpi_intercommunicators_hybrid() {
-    let t = mpirun_ofi(2, "fab_hybrid", &[], "intercomm");
+    let t = mpirun_ofi(2, "fab_hybrid", &[], "intercomm", &[]);
     assert!(t.contains("done"), "{t}");
 }
 
@@ -443,7 +462,7 @@ fn open_mpi_one_sided_over_btl_ofi() {
         "btl_ofi_provider_include",
         "fab_tcp",
     ];
-    let t = mpirun_ofi(4, "fab_tcp", &extra, "osc");
+    let t = mpirun_ofi(4, "fab_tcp", &extra, "osc", &[]);
     assert!(t.contains("ok osc 4 ranks"), "{t}");
 }
 

@@ -12,11 +12,14 @@
 #![allow(dead_code)] // each test binary uses its own part of it
 
 use std::fs::{self, File};
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// The providers the one library serves, each by the name of the file it is loaded
@@ -171,29 +174,71 @@ pub fn ranks_on(out: &str, prov: &str) -> usize {
     out.matches(&format!("mtl:ofi:provider: {prov}")).count()
 }
 
-/// Waits for `child` at most `limit`, killing it past that.
-pub fn wait_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
-    let end = Instant::now() + limit;
-    loop {
-        match child.try_wait().expect("try_wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
-            None if Instant::now() >= end => {
-                let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
-                panic!(
-                    "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
+/// How long the output of a finished or killed command may take to reach its end: a
+/// process it started may still hold its pipes.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// Reads `pipe` into a buffer shared with the caller, as it comes.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> (Arc<Mutex<Vec<u8>>>, Receiver<()>) {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let (done, eof) = mpsc::channel();
+    let sink = buf.clone();
+    thread::spawn(move || {
+        if let Some(mut p) = pipe {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n @ 1..) = p.read(&mut chunk) {
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
             }
-            None => std::thread::sleep(Duration::from_millis(20)),
         }
+        let _ = done.send(());
+    });
+    (buf, eof)
+}
+
+/// Waits for `child` at most `limit`, killing it (and its process group, when it leads
+/// one) past that. Its captured output is read while it runs: a job that writes more
+/// than a pipe holds would otherwise block.
+pub fn wait_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
+    let (stdout, out_eof) = drain(child.stdout.take());
+    let (stderr, err_eof) = drain(child.stderr.take());
+    let end = Instant::now() + limit;
+    let (status, late) = loop {
+        match child.try_wait().expect("try_wait") {
+            Some(status) => break (status, false),
+            None if Instant::now() >= end => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .stderr(Stdio::null())
+                    .status();
+                let _ = child.kill();
+                break (child.wait().expect("wait"), true);
+            }
+            None => thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let grace = Instant::now() + DRAIN_GRACE;
+    for eof in [out_eof, err_eof] {
+        let _ = eof.recv_timeout(grace.saturating_duration_since(Instant::now()));
     }
+    let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+    let out = Output {
+        status,
+        stdout: take(&stdout),
+        stderr: take(&stderr),
+    };
+    assert!(
+        !late,
+        "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Runs `cmd` with its output captured, within `limit`.
 pub fn run(cmd: &mut Command, limit: Duration, what: &str) -> Output {
     let child = cmd
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

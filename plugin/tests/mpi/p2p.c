@@ -1,7 +1,8 @@
 /* MPI point-to-point over whatever transport mpirun selects: blocking send/recv of
  * many sizes with data checks, windows of Isend/Irecv, MPI_ANY_SOURCE/MPI_ANY_TAG,
- * MPI_Probe/Iprobe, and a ring over all ranks. Prints "ok p2p <n> ranks" on rank 0
- * and exits non-zero on the first wrong byte or status. */
+ * MPI_Probe/Iprobe, every rank to every other at once, and a ring over all ranks.
+ * An argument caps the blocking sizes (4 MiB by default). Prints "ok p2p <n> ranks"
+ * on rank 0 and exits non-zero on the first wrong byte or status. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,9 +35,13 @@ static void check(const unsigned char *b, size_t n, int from, int tag) {
               from, tag, b[i]);
 }
 
-/* Blocking ping-pong between 0 and every other rank, sizes 0..4 MiB. */
+/* The largest message of sizes(): the program's argument, 4 MiB without one. Jobs of
+ * many oversubscribed ranks pass less, as each ping-pong waits for its two ranks to be
+ * scheduled among all the others. */
+static size_t max = 4u << 20;
+
+/* Blocking ping-pong between 0 and every other rank, sizes 0..max. */
 static void sizes(void) {
-    size_t max = 4u << 20;
     unsigned char *buf = malloc(max);
     CHECK(buf, "malloc");
     size_t ns[64];
@@ -109,7 +114,7 @@ static void windows(void) {
  * probing each; the statuses name the sender and its tag. */
 static void wildcards(void) {
     if (rank == 0) {
-        int seen[64] = {0};
+        int *seen = calloc((size_t)size, sizeof *seen);
         for (int i = 1; i < size; i++) {
             MPI_Status st;
             MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
@@ -126,6 +131,7 @@ static void wildcards(void) {
             seen[src] = 1;
             free(b);
         }
+        free(seen);
         /* Nothing else is pending. */
         int flag = 1;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
@@ -137,6 +143,48 @@ static void wildcards(void) {
         MPI_Send(b, n, MPI_BYTE, 0, 500 + rank, MPI_COMM_WORLD);
         free(b);
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every rank to every other at once: a receive posted from every peer, then a send
+ * to every peer, in rounds that alternate posted-first and sent-first (unexpected
+ * messages), so each endpoint has every other rank as a live peer. */
+static void all_to_all(void) {
+    size_t lens[] = {64, 3000, 40000};
+    int peers = size - 1;
+    MPI_Request *req = malloc(sizeof *req * 2 * (size_t)(peers + 1));
+    CHECK(req, "malloc");
+    for (int l = 0; l < 3; l++) {
+        size_t n = lens[l];
+        unsigned char *s = malloc(n * (size_t)size), *r = malloc(n * (size_t)size);
+        CHECK(s && r, "malloc");
+        for (int round = 0; round < 4; round++) {
+            int k = 0, tag = 700 + l * 4 + round;
+            int sent_first = round & 1;
+            for (int i = 1; i <= peers && sent_first; i++) {
+                int to = (rank + i) % size;
+                fill(s + to * n, n, rank, tag + to);
+                MPI_Isend(s + to * n, (int)n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req[k++]);
+            }
+            if (sent_first) MPI_Barrier(MPI_COMM_WORLD);
+            for (int i = 1; i <= peers; i++) {
+                int from = (rank + size - i) % size;
+                memset(r + from * n, 0, n);
+                MPI_Irecv(r + from * n, (int)n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req[k++]);
+            }
+            for (int i = 1; i <= peers && !sent_first; i++) {
+                int to = (rank + i) % size;
+                fill(s + to * n, n, rank, tag + to);
+                MPI_Isend(s + to * n, (int)n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req[k++]);
+            }
+            MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+            for (int from = 0; from < size; from++)
+                if (from != rank) check(r + from * n, n, from, tag + rank);
+        }
+        free(s);
+        free(r);
+    }
+    free(req);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -157,14 +205,24 @@ static void ring(void) {
     free(r);
 }
 
+/* Runs one part of the program; rank 0 tells how long it took, on stderr. */
+static void phase(const char *name, void (*f)(void)) {
+    double t = MPI_Wtime();
+    f();
+    if (rank == 0) fprintf(stderr, "p2p phase %s: %.3f s\n", name, MPI_Wtime() - t);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    sizes();
-    windows();
-    wildcards();
-    ring();
+    if (argc > 1) max = strtoul(argv[1], NULL, 0);
+    CHECK(max <= (1u << 30), "largest size %zu over 1 GiB", max);
+    phase("sizes", sizes);
+    phase("windows", windows);
+    phase("wildcards", wildcards);
+    phase("all_to_all", all_to_all);
+    phase("ring", ring);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("ok p2p %d ranks\n", size);
     MPI_Finalize();
