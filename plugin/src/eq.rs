@@ -2,8 +2,9 @@
 //!
 //! They run on one fixed stack (thread-safe, like an EQ that may be shared by domains of
 //! any threading level): `fi_eq_read`, `readerr`, `sread`, `write` (with `FI_WRITE`)
-//! and `strerror` work. Binding one to an endpoint or AV, whose stack may differ, is not
-//! offered yet (`-FI_ENOSYS`); RDM endpoints report nothing there.
+//! and `strerror` work. Endpoints on that stack (MSG and passive endpoints always) take
+//! one for their connection events; binding one to an endpoint or AV of another stack
+//! is not offered yet (`-FI_ENOSYS`), nor is an EQ on a wait set.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
