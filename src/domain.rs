@@ -127,6 +127,21 @@ impl<S: Config> Fabric<S> {
         EventQueue::open(attr, None, None)
     }
 
+    /// `fi_eq_open` with `FI_WAIT_SET`: the EQ signals `set`'s wait object, and
+    /// [`WaitSet::wait`] returns when it holds an event.
+    pub fn eq_in_set(&self, attr: &EqAttr, set: &WaitSet<S>) -> Result<EventQueue<S>> {
+        let eq = EventQueue::open(
+            &EqAttr {
+                wait_obj: WaitObj::Set,
+                ..*attr
+            },
+            None,
+            Some(set.waiter().clone()),
+        )?;
+        set.attach_eq(&eq);
+        Ok(eq)
+    }
+
     /// `fi_passive_ep`: a passive endpoint for an MSG `info`, to listen for
     /// connection requests (`NotSupported` on a provider without MSG endpoints).
     pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint<S>> {

@@ -9,6 +9,7 @@ use crate::cntr::Counter;
 use crate::config::{Config, LockOf, Progress};
 use crate::cq::Cq;
 use crate::engine::DomainInner;
+use crate::eq::EventQueue;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::types::Context;
@@ -41,7 +42,7 @@ impl<S: Config> Waitable for Counter<S> {
     }
 }
 
-impl<S: Config> Waitable for crate::eq::EventQueue<S> {
+impl<S: Config> Waitable for EventQueue<S> {
     fn trywait(&self) -> Result<()> {
         match self.read(true) {
             Err(Error::Again) => Ok(()),
@@ -58,13 +59,16 @@ pub fn trywait(objs: &[&dyn Waitable]) -> Result<()> {
     Ok(())
 }
 
-/// A CQ or counter attached to a wait or poll set.
+/// A CQ, counter or EQ attached to a wait or poll set.
 enum Member<S: Config> {
     Cq(Cq<S>),
     /// With the success and error values last seen: a counter has events when either
     /// moved (`fi_poll(3)`), so a failed operation that only bumps the error value
     /// is reported too.
     Cntr(Counter<S>, AtomicU64, AtomicU64),
+    /// Ready when an event or an error event waits; a read progresses the EQ's
+    /// domain, if it has one, itself.
+    Eq(EventQueue<S>),
 }
 
 impl<S: Config> Member<S> {
@@ -76,18 +80,21 @@ impl<S: Config> Member<S> {
                 // Both swaps run: each baseline moves to what was just seen.
                 (last.swap(v, Ordering::AcqRel) != v) | (last_err.swap(e, Ordering::AcqRel) != e)
             }
+            Member::Eq(q) => !matches!(q.read(true), Err(Error::Again)),
         }
     }
 
-    fn domain(&self) -> &Arc<DomainInner<S>> {
+    /// The domain to progress before looking (none for an EQ, whose read does it).
+    fn domain(&self) -> Option<&Arc<DomainInner<S>>> {
         match self {
-            Member::Cq(c) => &c.domain,
-            Member::Cntr(c, ..) => &c.domain,
+            Member::Cq(c) => Some(&c.domain),
+            Member::Cntr(c, ..) => Some(&c.domain),
+            Member::Eq(_) => None,
         }
     }
 }
 
-/// A wait set: one wait object shared by several CQs and counters.
+/// A wait set: one wait object shared by several CQs, counters and EQs.
 pub struct WaitSet<S: Config> {
     waiter: Arc<Waiter>,
     members: LockOf<S, Vec<Member<S>>>,
@@ -139,6 +146,14 @@ impl<S: Config> WaitSet<S> {
         });
     }
 
+    /// Detaches `eq` (attached by [`Fabric::eq_in_set`](crate::Fabric::eq_in_set)),
+    /// as [`WaitSet::detach_cq`].
+    pub fn detach_eq(&self, eq: &EventQueue<S>) {
+        self.members.with(|m| {
+            m.retain(|mem| !matches!(mem, Member::Eq(q) if Arc::ptr_eq(&q.inner, &eq.inner)))
+        });
+    }
+
     pub(crate) fn waiter(&self) -> &Arc<Waiter> {
         &self.waiter
     }
@@ -157,6 +172,10 @@ impl<S: Config> WaitSet<S> {
         });
     }
 
+    pub(crate) fn attach_eq(&self, eq: &EventQueue<S>) {
+        self.members.with(|m| m.push(Member::Eq(eq.clone())));
+    }
+
     /// `fi_wait`: blocks until an attached object has events (`Ok`) or the timeout
     /// (`Err(Again)`).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
@@ -165,8 +184,8 @@ impl<S: Config> WaitSet<S> {
             let token = self.waiter.prepare();
             let ready = self.members.with(|m| {
                 m.iter().any(|mem| {
-                    if !<S::Progress as Progress>::AUTO {
-                        mem.domain().progress();
+                    if let (false, Some(d)) = (<S::Progress as Progress>::AUTO, mem.domain()) {
+                        d.progress();
                     }
                     mem.ready()
                 })

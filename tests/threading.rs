@@ -154,3 +154,50 @@ fn thread_safe_endpoint_shared_by_two_senders() {
     }
     assert_eq!(next, [PER_THREAD; 2]);
 }
+
+/// An EQ opened in a wait set (`fi_eq_open` with `FI_WAIT_SET`): a thread blocked in
+/// `fi_wait` wakes when another thread writes an event, and a detached EQ's events no
+/// longer count for the set.
+#[test]
+fn eq_in_a_wait_set_wakes_a_waiting_thread() {
+    use std::time::{Duration, Instant};
+    let info = getinfo::<Safe>(None).unwrap().remove(0);
+    let fabric = Fabric::<Safe>::open(&info).unwrap();
+    let ws = fabric.wait_set(&WaitAttr::DEFAULT).unwrap();
+    let attr = EqAttr {
+        flags: FI_WRITE,
+        ..EqAttr::DEFAULT
+    };
+    let eq = fabric.eq_in_set(&attr, &ws).unwrap();
+    let event = |data| EqEntry {
+        event: EqEvent::MrComplete,
+        fid_context: Context(7),
+        context: Context(8),
+        data,
+        info: None,
+        conn: None,
+    };
+    assert_eq!(ws.wait(Some(Duration::from_millis(15))), Err(Error::Again));
+    assert_eq!(trywait(&[&eq]), Ok(()));
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            eq.write(event(1)).unwrap();
+        });
+        assert_eq!(ws.wait(Some(Duration::from_secs(10))), Ok(()));
+    });
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(trywait(&[&eq]), Err(Error::Again));
+    let e = eq.read(false).unwrap();
+    assert_eq!(
+        (e.event, e.data, e.context),
+        (EqEvent::MrComplete, 1, Context(8))
+    );
+    assert_eq!(ws.wait(Some(Duration::from_millis(5))), Err(Error::Again));
+    // Detached, its events still signal the wait object but no longer ready the set.
+    ws.detach_eq(&eq);
+    eq.write(event(2)).unwrap();
+    assert_eq!(ws.wait(Some(Duration::from_millis(15))), Err(Error::Again));
+    assert_eq!(eq.read(false).unwrap().data, 2);
+}

@@ -4,7 +4,8 @@
 //! any threading level): `fi_eq_read`, `readerr`, `sread`, `write` (with `FI_WRITE`)
 //! and `strerror` work. Endpoints on that stack (MSG and passive endpoints always) take
 //! one for their connection events; binding one to an endpoint or AV of another stack
-//! is not offered yet (`-FI_ENOSYS`), nor is an EQ on a wait set.
+//! is not offered yet (`-FI_ENOSYS`). An EQ opened with `FI_WAIT_SET` joins that wait
+//! set, which then wakes for its events.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
@@ -16,6 +17,7 @@ use fabric::cq_format::CqTagged;
 use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
 
 use crate::fid::{self, neg, ptr_of, timeout, Holds, Obj, Object, Refs};
+use crate::objects::waitset::EqInSet;
 use crate::St;
 use crate::{sys, Exposed};
 
@@ -29,6 +31,8 @@ pub struct EqState<E: Exposed> {
     /// The `err_data` of the last error entry read, which C may read until the next
     /// `fi_eq_readerr` when it gave no buffer of its own.
     err_data: std::sync::Mutex<Vec<u8>>,
+    /// Its place in a wait set (`FI_WAIT_SET`), left when it closes.
+    _set: Option<EqInSet<EqStack<E>>>,
 }
 
 /// The EQ behind a C handle, if it is one of ours, live, and runs on stack `S`
@@ -78,9 +82,9 @@ pub unsafe fn open<E: Exposed>(
     let Some(wait_obj) = WaitObj::from_raw(a.wait_obj) else {
         return neg(Error::Inval);
     };
-    if wait_obj == WaitObj::Set || !a.wait_set.is_null() {
-        return neg(Error::NoSys);
-    }
+    let Ok(set) = crate::objects::waitset::named(wait_obj, a.wait_set) else {
+        return neg(Error::Inval);
+    };
     if a.flags & !sys::FI_WRITE as u64 != 0 {
         return neg(Error::BadFlags);
     }
@@ -90,8 +94,12 @@ pub unsafe fn open<E: Exposed>(
         wait_obj,
         signaling_vector: a.signaling_vector,
     };
-    let eq = match fabric.eq(&ea) {
-        Ok(e) => e,
+    let opened = match set {
+        Some(w) => w.join_eq(fabric, &ea).map(|(q, p)| (q, Some(p))),
+        None => fabric.eq(&ea).map(|q| (q, None)),
+    };
+    let (eq, in_set) = match opened {
+        Ok(q) => q,
         Err(e) => return neg(e),
     };
     let hdr = sys::fid_eq {
@@ -102,7 +110,11 @@ pub unsafe fn open<E: Exposed>(
         eq,
         holds: Holds::on(parent),
         err_data: std::sync::Mutex::default(),
+        _set: in_set,
     };
+    if let Some(w) = set {
+        st.holds.add(&w.refs);
+    }
     // SAFETY: `out` is non-NULL and writable by the caller's contract.
     unsafe { EqObj::<E>::create_into(hdr, st, out) }
 }

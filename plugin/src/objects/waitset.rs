@@ -1,7 +1,8 @@
 //! Wait sets (`fi_wait_open`, `fi_wait`, `FI_GETWAIT`) and `fi_trywait`.
 //!
 //! A wait set is opened on the fabric, before any domain chose a stack, and may later
-//! gather CQs and counters of domains on different stacks. So the C object owns only
+//! gather CQs and counters of domains on different stacks, and EQs (on the fabric's EQ
+//! stack). So the C object owns only
 //! what is stack-independent: the wait object (a [`Waiter`], e.g. the pipe behind
 //! `FI_GETWAIT`). The core's [`WaitSet<S>`] of a stack is made on the first CQ or
 //! counter of that stack opened with `FI_WAIT_SET`, sharing that wait object
@@ -18,10 +19,10 @@ use core::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fabric::attr::WaitObj;
+use fabric::attr::{EqAttr, WaitObj};
 use fabric::config::Config;
 use fabric::waitobj::Waiter;
-use fabric::{Counter, Cq, Domain, Error, WaitSet, Waitable};
+use fabric::{Counter, Cq, Domain, Error, EventQueue, Fabric, WaitSet, Waitable};
 
 use crate::fid::{self, neg, ptr_of, ControlFn, Holds, Obj, Object, Refs};
 use crate::objects::{completion_of, Completion};
@@ -109,6 +110,22 @@ impl<Q: Completion> Drop for InSet<Q> {
     }
 }
 
+/// An EQ's place in a wait set, held in its state: as [`InSet`], for EQs, which run on
+/// the fabric's EQ stack.
+pub(crate) struct EqInSet<S: Config> {
+    shared: Arc<Shared>,
+    eq: EventQueue<S>,
+}
+
+impl<S: Config> Drop for EqInSet<S> {
+    fn drop(&mut self) {
+        let _ = self.shared.with_set::<S, ()>(|set| {
+            set.detach_eq(&self.eq);
+            Ok(())
+        });
+    }
+}
+
 /// A wait set.
 pub struct WaitState {
     shared: Arc<Shared>,
@@ -154,6 +171,22 @@ impl WaitState {
         ))
     }
 
+    /// `fi_eq_open` with `FI_WAIT_SET` on this set.
+    pub(crate) fn join_eq<S: Config>(
+        &self,
+        fabric: &Fabric<S>,
+        attr: &EqAttr,
+    ) -> fabric::Result<(EventQueue<S>, EqInSet<S>)> {
+        let eq = self
+            .shared
+            .with_set::<S, _>(|set| fabric.eq_in_set(attr, set))?;
+        let place = EqInSet {
+            shared: self.shared.clone(),
+            eq: eq.clone(),
+        };
+        Ok((eq, place))
+    }
+
     /// `fi_trywait` on the set: its wait object is cleared (its fd drained), then
     /// `-FI_EAGAIN` if a member has events, which the application processes before it
     /// blocks. In this order an event that comes after the look signals the wait
@@ -180,9 +213,9 @@ pub(crate) fn lookup<'a>(fid: *mut sys::fid_wait) -> Option<&'a WaitState> {
     WaitObjOf::lookup(fid.cast())
 }
 
-/// The wait set a CQ or counter attribute names: with `FI_WAIT_SET` the one behind
-/// `wait_set` (`Err` if that is none of ours); none otherwise, as fi_cq(3) and
-/// fi_cntr(3) ignore `wait_set` then.
+/// The wait set a CQ, counter or EQ attribute names: with `FI_WAIT_SET` the one behind
+/// `wait_set` (`Err` if that is none of ours); none otherwise, as fi_cq(3), fi_cntr(3)
+/// and fi_eq(3) ignore `wait_set` then.
 pub(crate) fn named<'a>(
     wait_obj: WaitObj,
     wait_set: *mut sys::fid_wait,

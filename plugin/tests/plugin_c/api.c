@@ -1123,6 +1123,31 @@ static void test_wait_and_poll_sets(void)
 	struct fid *cntrfid = &cntr->fid;
 	EQ(fi_trywait(r.fabric, &cntrfid, 1), 0);
 
+	/* An EQ on a set (fi_eq_open with FI_WAIT_SET): refused without one of our sets;
+	 * its events end a wait; once closed, its events no longer do. */
+	struct fi_eq_attr weq_attr = { .wait_obj = FI_WAIT_SET, .flags = FI_WRITE };
+	struct fid_eq *weq;
+	EQ(fi_eq_open(r.fabric, &weq_attr, &weq, NULL), -FI_EINVAL);
+	weq_attr.wait_set = (struct fid_wait *)r.av;
+	EQ(fi_eq_open(r.fabric, &weq_attr, &weq, NULL), -FI_EINVAL);
+	weq_attr.wait_set = ws2;
+	EQ(fi_eq_open(r.fabric, &weq_attr, &weq, NULL), 0);
+	struct fid *weqfid = &weq->fid;
+	EQ(fi_wait(ws2, 20), -FI_ETIMEDOUT);
+	EQ(fi_trywait(r.fabric, &weqfid, 1), 0);
+	struct fi_eq_entry ee = { .fid = &r.fabric->fid, .context = &cq_ctx, .data = 5 }, eb;
+	uint32_t ev = 0;
+	EQ(fi_eq_write(weq, FI_NOTIFY, &ee, sizeof(ee), 0), sizeof(ee));
+	EQ(fi_wait(ws2, 5000), 0);
+	EQ(fi_trywait(r.fabric, &weqfid, 1), -FI_EAGAIN);
+	EQ(fi_eq_read(weq, &ev, &eb, sizeof(eb), 0), sizeof(eb));
+	CHECK(ev == FI_NOTIFY && eb.data == 5 && eb.context == &cq_ctx);
+	EQ(fi_trywait(r.fabric, &weqfid, 1), 0);
+	EQ(fi_wait(ws2, 20), -FI_ETIMEDOUT);
+	EQ(fi_eq_write(weq, FI_NOTIFY, &ee, sizeof(ee), 0), sizeof(ee));
+	EQ(fi_close(&weq->fid), 0);
+	EQ(fi_wait(ws2, 20), -FI_ETIMEDOUT);
+
 	/* fi_trywait misuse. */
 	struct fid *bad[2] = { &r.domain->fid, NULL };
 	EQ(fi_trywait(r.fabric, NULL, 1), -FI_EINVAL);
