@@ -2,9 +2,9 @@
 //! goodbye: traffic after a close flows in order both ways, sends racing the close
 //! lose and duplicate nothing (seeded, the seed printed), an endpoint talking to 16
 //! peers keeps at most `FABRIC_TCP_MAX_CONNS` connections open, a read awaiting its
-//! response keeps its connection, and a peer that dies after the close is still
-//! detected. Connections are observed in `/proc`: the sockets this process holds
-//! whose TCP endpoints use the test's ports.
+//! response keeps its connection, a peer that dies after the close is still detected,
+//! and the scan timer's request holds no send completion. Connections are observed in
+//! `/proc`: the sockets this process holds whose TCP endpoints use the test's ports.
 
 mod tcp_common;
 
@@ -544,4 +544,46 @@ fn a_peer_gone_after_the_idle_close_is_detected() {
     assert_eq!(r, Err(Error::HostUnreach));
     let r = retry(&[&a], "inject", || a.ep.tinject(b"anyone?", ab, TAG));
     assert_eq!(r, Err(Error::HostUnreach));
+}
+
+/// Whether `fd` is readable now.
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+/// The scan timer's request to the sender holds no send: a send made while the
+/// request waits for the next progress call completes at once (its completion is in
+/// the CQ and signals the CQ's descriptor), as when no request waits.
+#[test]
+fn a_pending_scan_request_holds_no_send_completion() {
+    let _serial = setup();
+    let cq = CqAttr {
+        wait_obj: WaitObj::Fd,
+        ..CqAttr::DEFAULT
+    };
+    let a = node_with(Caps::TAGGED | Caps::RMA, &cq);
+    let b = node();
+    let to = a.av.insert(&b.ep.name()).unwrap();
+    let fd = a.cq.wait_fd().expect("an FI_WAIT_FD CQ has a descriptor");
+    for round in 0..5 {
+        // A connection exists, so the scan timer runs; past a period, a's next
+        // progress call (trywait's, which flushes, then polls) takes the tick and
+        // leaves the request for the call after it.
+        post_send(&a, b"tick", to, TAG);
+        assert_eq!(next(&a, &[&b]).unwrap().op_context, Context(TAG as usize));
+        std::thread::sleep(IDLE);
+        assert_eq!(fabric::trywait(&[&a.cq]), Ok(()), "round {round}");
+        post_send(&a, b"send", to, TAG);
+        assert!(
+            readable(fd),
+            "round {round}: the send's completion was held"
+        );
+        assert_eq!(next(&a, &[&b]).unwrap().op_context, Context(TAG as usize));
+    }
 }

@@ -780,6 +780,17 @@ impl HeldBack<TcpEp> for TcpEp {
         t.sh.held.load(Ordering::Relaxed) != 0
     }
 
+    /// Queued bytes only: the held-back count also carries the scan timer's request,
+    /// which holds no send. Called on the sender's side, whose flushes and scans do not
+    /// run meanwhile; only the receiver's timer tick (count raised, then the flag) can.
+    /// The flag is read first: a tick between the loads then counts once too many,
+    /// holding a completion until the next progress call, never once too few.
+    #[inline]
+    fn holds_sends(t: &TcpEp) -> bool {
+        let scan = usize::from(t.sh.idle.scan_requested());
+        t.sh.held.load(Ordering::Relaxed) > scan
+    }
+
     fn flush(_t: &TcpEp, tx: &mut TcpTx) {
         for i in 0..tx.links.len() {
             tx.flush(i);

@@ -147,6 +147,13 @@ impl Timer {
         })
     }
 
+    /// Whether the receiver asked the sender for a scan that has not run yet. Acquire:
+    /// seen raised, the count the tick raised before it is seen too.
+    #[inline]
+    pub(super) fn scan_requested(&self) -> bool {
+        self.scan.load(Ordering::Acquire)
+    }
+
     /// Expires every `period` from now on, or never (`None`).
     fn set(&self, period: Option<Duration>) {
         let t = period
