@@ -7,6 +7,7 @@
 //! is not offered yet (`-FI_ENOSYS`). An EQ opened with `FI_WAIT_SET` joins that wait
 //! set, which then wakes for its events.
 
+use core::any::Any;
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
 
@@ -14,10 +15,9 @@ use fabric::attr::{EqAttr, WaitObj};
 use fabric::av_type::Table;
 use fabric::config::{Manual, Stack, ThreadSafe};
 use fabric::cq_format::CqTagged;
-use fabric::{Context, EqEntry, EqEvent, Error, EventQueue, Fabric};
+use fabric::{Context, EqEntry, EqEvent, Error, EventQueue};
 
 use crate::fid::{self, neg, ptr_of, timeout, Holds, Obj, Object, Refs};
-use crate::objects::waitset::EqInSet;
 use crate::St;
 use crate::{sys, Exposed};
 
@@ -32,7 +32,7 @@ pub struct EqState<E: Exposed> {
     /// `fi_eq_readerr` when it gave no buffer of its own.
     err_data: std::sync::Mutex<Vec<u8>>,
     /// Its place in a wait set (`FI_WAIT_SET`), left when it closes.
-    _set: Option<EqInSet<EqStack<E>>>,
+    _set: Option<Box<dyn Any>>,
 }
 
 /// The EQ behind a C handle, if it is one of ours, live, and runs on stack `S`
@@ -63,26 +63,34 @@ const fn eq_ops<E: Exposed>() -> sys::fi_ops_eq {
     }
 }
 
-/// Opens an EQ for `fi_eq_open` on `fabric`.
+/// The core EQ behind a new C one, from the opener [`open`] is given.
+pub(crate) struct Core<'a, E: Exposed> {
+    /// The EQ.
+    pub eq: EventQueue<EqStack<E>>,
+    /// For one opened in a wait set (`FI_WAIT_SET`): its place there, dropped when the
+    /// EQ closes, and the set's count of dependents, which the EQ holds.
+    pub set: Option<(Box<dyn Any>, &'a Refs)>,
+}
+
+/// Opens an EQ for `fi_eq_open`: checks the attribute, has `core` open the core EQ
+/// (given the attribute and the `wait_set` it names, which the caller resolves: wait
+/// sets are other objects' business), and makes the C object.
 ///
 /// # Safety
 /// `attr` is NULL or valid; `out` is NULL or writable; `parent` is the fabric's count
 /// of dependents, open until this EQ closes.
-pub unsafe fn open<E: Exposed>(
-    fabric: &Fabric<EqStack<E>>,
+pub unsafe fn open<'a, E: Exposed>(
     parent: &Refs,
     attr: *mut sys::fi_eq_attr,
     out: *mut *mut sys::fid_eq,
     context: *mut c_void,
+    core: impl FnOnce(&EqAttr, *mut sys::fid_wait) -> fabric::Result<Core<'a, E>>,
 ) -> c_int {
     // SAFETY: the caller's contract.
     let (Some(a), false) = (unsafe { attr.as_ref() }, out.is_null()) else {
         return neg(Error::Inval);
     };
     let Some(wait_obj) = WaitObj::from_raw(a.wait_obj) else {
-        return neg(Error::Inval);
-    };
-    let Ok(set) = crate::objects::waitset::named(wait_obj, a.wait_set) else {
         return neg(Error::Inval);
     };
     if a.flags & !sys::FI_WRITE as u64 != 0 {
@@ -94,26 +102,23 @@ pub unsafe fn open<E: Exposed>(
         wait_obj,
         signaling_vector: a.signaling_vector,
     };
-    let opened = match set {
-        Some(w) => w.join_eq(fabric, &ea).map(|(q, p)| (q, Some(p))),
-        None => fabric.eq(&ea).map(|q| (q, None)),
-    };
-    let (eq, in_set) = match opened {
-        Ok(q) => q,
+    let Core { eq, set } = match core(&ea, a.wait_set) {
+        Ok(c) => c,
         Err(e) => return neg(e),
     };
     let hdr = sys::fid_eq {
         fid: fid::head::<EqState<E>>(context),
         ops: ptr_of(const { &eq_ops::<E>() }),
     };
+    let (place, set_refs) = set.unzip();
     let st = EqState {
         eq,
         holds: Holds::on(parent),
         err_data: std::sync::Mutex::default(),
-        _set: in_set,
+        _set: place,
     };
-    if let Some(w) = set {
-        st.holds.add(&w.refs);
+    if let Some(refs) = set_refs {
+        st.holds.add(refs);
     }
     // SAFETY: `out` is non-NULL and writable by the caller's contract.
     unsafe { EqObj::<E>::create_into(hdr, st, out) }

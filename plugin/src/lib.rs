@@ -503,7 +503,25 @@ unsafe extern "C" fn eq_open<E: Exposed>(
     // SAFETY: called through the fabric's ops table.
     match unsafe { FabricObj::<E>::state(f) } {
         // SAFETY: fi_eq_open's contract on `attr` and `out`.
-        Some(fab) => unsafe { eq::open(&fab.eqs, &fab.refs, attr, out, context) },
+        Some(fab) => unsafe {
+            eq::open(&fab.refs, attr, out, context, |ea, wait_set| {
+                let set =
+                    objects::waitset::named(ea.wait_obj, wait_set).map_err(|()| Error::Inval)?;
+                Ok(match set {
+                    Some(w) => {
+                        let (eq, place) = w.join_eq(&fab.eqs, ea)?;
+                        eq::Core {
+                            eq,
+                            set: Some((Box::new(place), &w.refs)),
+                        }
+                    }
+                    None => eq::Core {
+                        eq: fab.eqs.eq(ea)?,
+                        set: None,
+                    },
+                })
+            })
+        },
         None => neg(Error::Inval),
     }
 }
