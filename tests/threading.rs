@@ -160,7 +160,7 @@ fn thread_safe_endpoint_shared_by_two_senders() {
 /// longer count for the set.
 #[test]
 fn eq_in_a_wait_set_wakes_a_waiting_thread() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let info = getinfo::<Safe>(None).unwrap().remove(0);
     let fabric = Fabric::<Safe>::open(&info).unwrap();
     let ws = fabric.wait_set(&WaitAttr::DEFAULT).unwrap();
@@ -179,7 +179,6 @@ fn eq_in_a_wait_set_wakes_a_waiting_thread() {
     };
     assert_eq!(ws.wait(Some(Duration::from_millis(15))), Err(Error::Again));
     assert_eq!(trywait(&[&eq]), Ok(()));
-    let t0 = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(20));
@@ -187,7 +186,6 @@ fn eq_in_a_wait_set_wakes_a_waiting_thread() {
         });
         assert_eq!(ws.wait(Some(Duration::from_secs(10))), Ok(()));
     });
-    assert!(t0.elapsed() < Duration::from_secs(10));
     assert_eq!(trywait(&[&eq]), Err(Error::Again));
     let e = eq.read(false).unwrap();
     assert_eq!(

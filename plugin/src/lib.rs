@@ -27,11 +27,11 @@
 //! fabric; wait sets (`fi_wait_open` with `FI_WAIT_UNSPEC`, `FI_WAIT_FD`,
 //! `FI_WAIT_MUTEX_COND` or `FI_WAIT_YIELD`, `fi_wait`, `FI_GETWAIT` of the fd,
 //! `FI_GETWAITOBJ`) gathering CQs and counters of any stack and EQs opened with
-//! `FI_WAIT_SET`,
-//! `fi_trywait` on EQs, CQs, counters and wait sets, and poll sets of a domain's CQs and
-//! counters; on tcp, MSG and passive endpoints with connection management. RMA events,
-//! triggered operations, scalable endpoints, shared contexts, `FI_WAIT_POLLFD` and collectives are left out of the capabilities reported and answer
-//! `-FI_ENOSYS`.
+//! `FI_WAIT_SET`, `fi_trywait` on EQs, CQs, counters and wait sets, and poll sets of a
+//! domain's CQs and counters; on tcp, MSG and passive endpoints with connection
+//! management. RMA events, triggered operations, scalable endpoints, shared contexts,
+//! `FI_WAIT_POLLFD` and collectives are left out of the capabilities reported and
+//! answer `-FI_ENOSYS`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 

@@ -2,8 +2,7 @@
 //!
 //! A wait set is opened on the fabric, before any domain chose a stack, and may later
 //! gather CQs and counters of domains on different stacks, and EQs (on the fabric's EQ
-//! stack). So the C object owns only
-//! what is stack-independent: the wait object (a [`Waiter`], e.g. the pipe behind
+//! stack). So the C object owns only what is stack-independent: the wait object (a [`Waiter`], e.g. the pipe behind
 //! `FI_GETWAIT`). The core's [`WaitSet<S>`] of a stack is made on the first CQ or
 //! counter of that stack opened with `FI_WAIT_SET`, sharing that wait object
 //! ([`WaitSet::sharing`]): every member signals the one waiter, whatever its stack,
@@ -93,34 +92,40 @@ impl Shared {
     }
 }
 
-/// A CQ's or counter's place in a wait set, held in its state: dropped when the
-/// object closes, it takes the object out of the core set, so that a closed CQ's
-/// entries no longer wake the set.
-pub(crate) struct InSet<Q: Completion> {
-    shared: Arc<Shared>,
-    member: Q,
+/// What a wait set gathers: CQs, counters and EQs, each of some stack.
+pub(crate) trait Member {
+    /// Its stack.
+    type Stack: Config;
+    /// Takes it out of wait set `set`.
+    fn leave(&self, set: &WaitSet<Self::Stack>);
 }
 
-impl<Q: Completion> Drop for InSet<Q> {
-    fn drop(&mut self) {
-        let _ = self.shared.with_set::<Q::Stack, ()>(|set| {
-            self.member.detach(set);
-            Ok(())
-        });
+impl<Q: Completion> Member for Q {
+    type Stack = Q::Stack;
+    fn leave(&self, set: &WaitSet<Q::Stack>) {
+        self.detach(set)
     }
 }
 
-/// An EQ's place in a wait set, held in its state: as [`InSet`], for EQs, which run on
-/// the fabric's EQ stack.
-pub(crate) struct EqInSet<S: Config> {
-    shared: Arc<Shared>,
-    eq: EventQueue<S>,
+impl<S: Config> Member for EventQueue<S> {
+    type Stack = S;
+    fn leave(&self, set: &WaitSet<S>) {
+        set.detach_eq(self)
+    }
 }
 
-impl<S: Config> Drop for EqInSet<S> {
+/// A CQ's, counter's or EQ's place in a wait set, held in its state: dropped when the
+/// object closes, it takes the object out of the core set, so that a closed CQ's
+/// entries no longer wake the set.
+pub(crate) struct InSet<M: Member> {
+    shared: Arc<Shared>,
+    member: M,
+}
+
+impl<M: Member> Drop for InSet<M> {
     fn drop(&mut self) {
-        let _ = self.shared.with_set::<S, ()>(|set| {
-            set.detach_eq(&self.eq);
+        let _ = self.shared.with_set::<M::Stack, ()>(|set| {
+            self.member.leave(set);
             Ok(())
         });
     }
@@ -176,13 +181,13 @@ impl WaitState {
         &self,
         fabric: &Fabric<S>,
         attr: &EqAttr,
-    ) -> fabric::Result<(EventQueue<S>, EqInSet<S>)> {
+    ) -> fabric::Result<(EventQueue<S>, InSet<EventQueue<S>>)> {
         let eq = self
             .shared
             .with_set::<S, _>(|set| fabric.eq_in_set(attr, set))?;
-        let place = EqInSet {
+        let place = InSet {
             shared: self.shared.clone(),
-            eq: eq.clone(),
+            member: eq.clone(),
         };
         Ok((eq, place))
     }

@@ -24,9 +24,9 @@
 //! is handed to the core only if it answers a request of that table sent to the
 //! endpoint it comes from (anything else is a stranger's or a confused peer's and is
 //! dropped). When a connection to or from a peer breaks (reset, end of file, garbage,
-//! keepalive, or retransmissions unanswered for [`LIVENESS`]: `live`), every request still in the table for that peer is
-//! answered by a synthesized response with status `FI_EHOSTUNREACH`, and later sends
-//! to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
+//! keepalive, or retransmissions unanswered for [`LIVENESS`]: `live`), every request
+//! still in the table for that peer is answered by a synthesized response with status
+//! `FI_EHOSTUNREACH`, and later sends to it fail with `HostUnreach`. A connection that ends with a goodbye did not break:
 //! the receiver closes its side and fails nothing.
 //!
 //! Flow control: a request goes out only when the connection has nothing queued; what
@@ -34,8 +34,8 @@
 //! `send` returns) and later requests get `FI_EAGAIN` until the queue is written out
 //! by progress ([`HeldBack`]). While anything is queued the engine holds the
 //! completions of sends back, so a send is reported complete only once its bytes
-//! are with the kernel, and needs no later progress call to reach the peer. Responses are queued behind it and never refused. A
-//! frame of more than [`LARGE_TX`] bytes is written by `send` itself from the
+//! are with the kernel, and needs no later progress call to reach the peer. Responses
+//! are queued behind it and never refused. A frame of more than [`LARGE_TX`] bytes is written by `send` itself from the
 //! caller's buffers, waiting for the socket within a bound, and only what is left
 //! then is queued (`large`). On
 //! the receiving side each accepted connection has a buffer of [`RX_BUF`] bytes. A
